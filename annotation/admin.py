@@ -1,0 +1,50 @@
+"""Django's admin, for looking things up. Decisions are records: read-only here."""
+
+from django.contrib import admin
+
+from .models import AuditEvent, Candidate, FinalQuestion, Image, ImportBatch, Review
+
+
+class ReadOnly(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Image)
+class ImageAdmin(ReadOnly):
+    list_display = ("source_id", "entity", "domain", "popularity", "is_demo")
+    search_fields = ("source_id", "entity")
+    list_filter = ("domain", "popularity", "is_demo")
+
+
+@admin.register(Candidate)
+class CandidateAdmin(ReadOnly):
+    list_display = ("id", "image", "round", "status", "origin", "text")
+    list_filter = ("status", "origin", "round")
+    search_fields = ("text", "image__source_id")
+
+
+@admin.register(Review)
+class ReviewAdmin(ReadOnly):
+    list_display = ("id", "candidate", "annotator", "decision", "created_at")
+    list_filter = ("decision",)
+
+
+@admin.register(FinalQuestion)
+class FinalQuestionAdmin(ReadOnly):
+    list_display = ("image", "text", "method", "promoted_by", "created_at")
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnly):
+    list_display = ("at", "actor", "action", "candidate", "image")
+    list_filter = ("action",)
+
+
+admin.site.register(ImportBatch, ReadOnly)

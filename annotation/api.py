@@ -1,0 +1,337 @@
+"""The review API: the exact contract that scripts use. Views are thin: check the role, call a
+service, translate its errors into status codes."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+from django.db.models import Prefetch
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view, parser_classes
+from rest_framework.parsers import MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from . import access, services
+from .importing import ImportProblems, import_from_upload
+from .models import REASON_KEYS, Candidate, Decision, Image, ImportBatch, Review, image_status
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    field = serializers.CharField(required=False)
+
+
+class ImageRefSerializer(serializers.Serializer):
+    source_id = serializers.CharField()
+    entity = serializers.CharField()
+    domain = serializers.CharField()
+    url = serializers.CharField(help_text="address of the photo (needs the same authentication)")
+
+
+class ClaimedCandidateSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    text = serializers.CharField()
+    round = serializers.IntegerField()
+    image = ImageRefSerializer()
+    lease = inline_serializer(
+        "Lease", {"expires_at": serializers.DateTimeField(), "seconds": serializers.IntegerField()}
+    )
+
+
+class ReviewOutSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    annotator = serializers.CharField()
+    decision = serializers.ChoiceField(choices=Decision.values)
+    revised_text = serializers.CharField()
+    reasons = serializers.ListField(child=serializers.CharField())
+    comment = serializers.CharField()
+    seconds = serializers.IntegerField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class ReviewInSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=Decision.values)
+    revised_text = serializers.CharField(
+        required=False, allow_blank=True, help_text="required for revise, refused otherwise"
+    )
+    reasons = serializers.ListField(
+        child=serializers.ChoiceField(choices=REASON_KEYS), required=False
+    )
+    comment = serializers.CharField(required=False, allow_blank=True)
+    seconds = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+
+
+class AdjudicationInSerializer(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=Decision.values)
+    revised_text = serializers.CharField(
+        required=False, allow_blank=True,
+        help_text="required for revise: one annotator's revision or the adjudicator's own",
+    )
+    comment = serializers.CharField(required=False, allow_blank=True)
+    seconds = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+
+
+class CandidateDetailSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    text = serializers.CharField()
+    round = serializers.IntegerField()
+    status = serializers.ChoiceField(
+        choices=["open", "disputed", "accepted", "discarded", "revised"]
+    )
+    parent = serializers.IntegerField(allow_null=True)
+    children = serializers.ListField(child=serializers.IntegerField())
+    reviews = ReviewOutSerializer(many=True, help_text="only the reviews you may see")
+
+
+class ImageDetailSerializer(serializers.Serializer):
+    source_id = serializers.CharField()
+    entity = serializers.CharField()
+    domain = serializers.CharField()
+    popularity = serializers.CharField()
+    status = serializers.ChoiceField(
+        choices=["needs_candidates", "in_review", "awaiting_guard", "has_question"]
+    )
+    candidates = serializers.ListField(child=serializers.IntegerField())
+    question = serializers.CharField(allow_null=True)
+
+
+def _error(exc: services.ReviewError) -> Response:
+    body = {"detail": exc.message}
+    if exc.field:
+        body["field"] = exc.field
+    return Response(body, status=exc.status)
+
+
+def _image_ref(request: Request, candidate: Candidate) -> dict:
+    from django.urls import reverse
+
+    image = candidate.image
+    return {
+        "source_id": image.source_id,
+        "entity": image.entity,
+        "domain": image.domain,
+        "url": request.build_absolute_uri(reverse("image_file", args=[image.source_id])),
+    }
+
+
+def _claimed(request: Request, claimed: services.Claimed) -> dict:
+    from django.conf import settings
+
+    candidate = claimed.candidate
+    return {
+        "id": candidate.pk,
+        "text": candidate.text,
+        "round": candidate.round,
+        "image": _image_ref(request, candidate),
+        "lease": {
+            "expires_at": claimed.expires_at,
+            "seconds": int(settings.REVIEW_LEASE.total_seconds()),
+        },
+    }
+
+
+def review_dict(review: Review) -> dict:
+    return {
+        "id": review.pk,
+        "annotator": review.annotator.username,
+        "decision": review.decision,
+        "revised_text": review.revised_text,
+        "reasons": review.reasons,
+        "comment": review.comment,
+        "seconds": review.seconds,
+        "created_at": review.created_at,
+    }
+
+
+def _body(request: Request) -> dict | None:
+    """The request body as a plain dict (JSON or form), or None when it is not an object."""
+    data = request.data
+    if hasattr(data, "getlist"):  # a form: reasons may repeat
+        plain = data.dict()
+        plain["reasons"] = data.getlist("reasons")
+        return plain
+    return data if isinstance(data, dict) else None
+
+
+@extend_schema(
+    summary="Claim the next candidate to review",
+    request=None,
+    responses={200: ClaimedCandidateSerializer, 204: OpenApiResponse(description="nothing left"),
+               403: ErrorSerializer},
+)
+@api_view(["POST"])
+def review_claim(request: Request) -> Response:
+    try:
+        claimed = services.review_claim(user=request.user)
+    except services.ReviewError as exc:
+        return _error(exc)
+    if claimed is None:
+        return Response(status=status.HTTP_204_NO_CONTENT)
+    return Response(_claimed(request, claimed))
+
+
+@extend_schema(
+    summary="Submit a review of a candidate",
+    request=ReviewInSerializer,
+    responses={201: ReviewOutSerializer, 400: ErrorSerializer, 403: ErrorSerializer,
+               404: ErrorSerializer, 409: ErrorSerializer},
+)
+@api_view(["POST"])
+def review_create(request: Request, candidate_id: int) -> Response:
+    data = _body(request)
+    if data is None:
+        return Response({"detail": "The body must be a JSON object."}, status=400)
+    try:
+        review = services.review_submit(
+            user=request.user,
+            candidate_id=candidate_id,
+            decision=data.get("decision"),
+            revised_text=data.get("revised_text", ""),
+            reasons=data.get("reasons", []),
+            comment=data.get("comment", ""),
+            seconds=data.get("seconds"),
+        )
+    except services.ReviewError as exc:
+        return _error(exc)
+    return Response(review_dict(review), status=status.HTTP_201_CREATED)
+
+
+@extend_schema(summary="A candidate, with the reviews you may see",
+               responses={200: CandidateDetailSerializer, 403: ErrorSerializer,
+                          404: ErrorSerializer})
+@api_view(["GET"])
+def candidate_detail(request: Request, candidate_id: int) -> Response:
+    if not access.is_member(request.user):
+        raise PermissionDenied("You have no role in this project.")
+    visible = Review.objects.visible_to(request.user).select_related("annotator")
+    candidate = get_object_or_404(
+        Candidate.objects.prefetch_related(
+            Prefetch("reviews", queryset=visible, to_attr="visible_reviews"),
+            "children",
+        ),
+        pk=candidate_id,
+    )
+    return Response({
+        "id": candidate.pk,
+        "text": candidate.text,
+        "round": candidate.round,
+        "status": candidate.status,
+        "parent": candidate.parent_id,
+        "children": [child.pk for child in candidate.children.all()],
+        "reviews": [review_dict(r) for r in candidate.visible_reviews],
+    })
+
+
+@extend_schema(
+    summary="Claim the next disputed candidate, with both reviews",
+    request=None,
+    responses={200: inline_serializer("AdjudicationClaim", {
+        "candidate": ClaimedCandidateSerializer(),
+        "reviews": ReviewOutSerializer(many=True),
+    }), 204: OpenApiResponse(description="nothing disputed"), 403: ErrorSerializer},
+)
+@api_view(["POST"])
+def adjudication_claim(request: Request) -> Response:
+    try:
+        claimed = services.adjudication_claim(user=request.user)
+    except services.ReviewError as exc:
+        return _error(exc)
+    if claimed is None:
+        return Response(status=status.HTTP_204_NO_CONTENT)
+    reviews = Review.objects.filter(candidate=claimed.candidate).select_related("annotator")
+    body = _claimed(request, claimed)
+    return Response({**body, "candidate": body, "reviews": [review_dict(r) for r in reviews]})
+
+
+@extend_schema(
+    summary="Settle a disputed candidate",
+    request=AdjudicationInSerializer,
+    responses={201: inline_serializer("AdjudicationOut", {
+        "id": serializers.IntegerField(), "decision": serializers.CharField(),
+        "revised_text": serializers.CharField(), "candidate_status": serializers.CharField(),
+        "new_candidate": serializers.IntegerField(allow_null=True),
+    }), 400: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer,
+        409: ErrorSerializer},
+)
+@api_view(["POST"])
+def adjudication_create(request: Request, candidate_id: int) -> Response:
+    data = _body(request)
+    if data is None:
+        return Response({"detail": "The body must be a JSON object."}, status=400)
+    try:
+        adjudication = services.adjudication_resolve(
+            user=request.user,
+            candidate_id=candidate_id,
+            decision=data.get("decision"),
+            revised_text=data.get("revised_text", ""),
+            comment=data.get("comment", ""),
+            seconds=data.get("seconds"),
+        )
+    except services.ReviewError as exc:
+        return _error(exc)
+    child = adjudication.candidate.children.order_by("-id").first()
+    return Response({
+        "id": adjudication.pk,
+        "decision": adjudication.decision,
+        "revised_text": adjudication.revised_text,
+        "candidate_status": adjudication.candidate.status,
+        "new_candidate": child.pk if child else None,
+    }, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(summary="An image, its candidates and its question",
+               responses={200: ImageDetailSerializer, 403: ErrorSerializer,
+                          404: ErrorSerializer})
+@api_view(["GET"])
+def image_detail(request: Request, source_id: str) -> Response:
+    if not access.is_member(request.user):
+        raise PermissionDenied("You have no role in this project.")
+    image = get_object_or_404(Image.objects.with_counts().select_related("question"),
+                              source_id=source_id)
+    question = getattr(image, "question", None) if image.has_question else None
+    return Response({
+        "source_id": image.source_id,
+        "entity": image.entity,
+        "domain": image.domain,
+        "popularity": image.popularity,
+        "status": image_status(n_pending=image.n_pending, n_accepted=image.n_accepted,
+                               has_question=image.has_question),
+        "candidates": list(image.candidates.order_by("id").values_list("id", flat=True)),
+        "question": question.text if question else None,
+    })
+
+
+@extend_schema(
+    summary="Import images (admins): a JSONL manifest and a zip of the images it names",
+    request={"multipart/form-data": inline_serializer("ImportUpload", {
+        "manifest": serializers.FileField(), "images": serializers.FileField(required=False),
+    })},
+    responses={201: inline_serializer("ImportResult", {
+        "imported": serializers.ListField(child=serializers.CharField()),
+        "skipped": serializers.ListField(child=serializers.CharField()),
+    }), 400: inline_serializer("ImportErrors", {
+        "detail": serializers.CharField(),
+        "errors": serializers.ListField(child=serializers.CharField()),
+    }), 403: ErrorSerializer},
+)
+@api_view(["POST"])
+@parser_classes([MultiPartParser])
+def images_import(request: Request) -> Response:
+    if not access.is_admin(request.user):
+        return Response({"detail": "Only admins import images."}, status=403)
+    manifest = request.FILES.get("manifest")
+    if manifest is None:
+        return Response({"detail": "manifest: a JSONL file is required.", "field": "manifest",
+                         "errors": ["manifest: a JSONL file is required"]}, status=400)
+    try:
+        result = import_from_upload(
+            manifest.read(), request.FILES.get("images"), actor=request.user,
+            source=ImportBatch.Source.API, file_name=manifest.name,
+        )
+    except ImportProblems as exc:
+        return Response({"detail": f"{len(exc.problems)} bad line(s); nothing was imported.",
+                         "errors": exc.problems}, status=400)
+    return Response({"imported": result.imported, "skipped": result.skipped},
+                    status=status.HTTP_201_CREATED)

@@ -1,0 +1,65 @@
+"""Demo data: a few real photographs shipped in the scikit-image wheel, with entities and
+candidate questions written for the demo, and one user per role. Everything it makes is
+labelled as demo data. Running it twice changes nothing."""
+
+import importlib.util
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.models import Group, User
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.access import ROLE_GROUPS
+from annotation.demo import DEMO_IMAGES, DEMO_PASSWORD_SUFFIX, DEMO_USERS
+from annotation.importing import ManifestEntry, images_import
+from annotation.models import ImportBatch
+
+def skimage_data_dir() -> Path:
+    spec = importlib.util.find_spec("skimage")
+    if spec is None or not spec.submodule_search_locations:
+        raise CommandError("scikit-image is not installed; it ships the demo photographs")
+    return Path(next(iter(spec.submodule_search_locations))) / "data"
+
+
+class Command(BaseCommand):
+    help = "Load demo users and demo images (labelled as demo data). Idempotent."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--allow-production", action="store_true",
+                            help="load demo users even with GAMUT_ENV=production")
+
+    def handle(self, *args, allow_production: bool, **options):
+        if settings.PRODUCTION and not allow_production:
+            raise CommandError("refusing to create demo users in production "
+                               "(pass --allow-production if you really mean it)")
+        for name in ROLE_GROUPS:
+            Group.objects.get_or_create(name=name)
+        created_users = []
+        for username, groups, staff in DEMO_USERS:
+            user, created = User.objects.get_or_create(
+                username=username,
+                defaults={"is_staff": staff, "is_superuser": staff,
+                          "first_name": username.title(), "last_name": "(demo)"},
+            )
+            if created:
+                user.set_password(username + DEMO_PASSWORD_SUFFIX)
+                user.save(update_fields=["password"])
+                user.groups.set(Group.objects.filter(name__in=groups))
+                created_users.append(username)
+        data = skimage_data_dir()
+        entries = [
+            ManifestEntry(line=n, source_id=source_id, image_path=data / file_name, entity=entity,
+                          domain=domain, popularity=popularity, egocentric=False,
+                          candidates=questions)
+            for n, (file_name, source_id, entity, domain, popularity, questions)
+            in enumerate(DEMO_IMAGES, start=1)
+        ]
+        missing = [str(e.image_path) for e in entries if not e.image_path.is_file()]
+        if missing:
+            raise CommandError(f"demo photographs missing from scikit-image: {', '.join(missing)}")
+        result = images_import(entries, actor=None, source=ImportBatch.Source.DEMO,
+                               file_name="demo (scikit-image photographs)", demo=True)
+        self.stdout.write(
+            f"demo data: {len(created_users)} user(s) and {len(result.imported)} image(s) "
+            f"created, {len(result.skipped)} image(s) already there"
+        )

@@ -1,0 +1,507 @@
+"""Every write of stage 1 goes through these functions.
+
+Each checks the current state inside a transaction and raises a `ReviewError` subclass when
+the request is wrong; the web views and the API translate those into messages and status codes.
+The database constraints on `Review` are the last line: if two writers slip past the checks,
+the second insert fails and is reported as a conflict.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from . import access
+from .models import (
+    REASON_KEYS,
+    Adjudication,
+    AdjudicationClaim,
+    AuditEvent,
+    Candidate,
+    CandidateOrigin,
+    CandidateStatus,
+    Decision,
+    FinalQuestion,
+    Review,
+    ReviewClaim,
+)
+
+MAX_SECONDS = 24 * 3600
+MAX_TEXT = 2000
+MAX_COMMENT = 5000
+
+
+class ReviewError(Exception):
+    """A refused request. `field` names the input at fault, when one is."""
+
+    status = 400
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class InvalidInput(ReviewError):
+    status = 400
+
+
+class NotAllowed(ReviewError):
+    status = 403
+
+
+class NotFound(ReviewError):
+    status = 404
+
+
+class Conflict(ReviewError):
+    status = 409
+
+
+def normalize_text(text: str) -> str:
+    """Two revisions are the same when they differ only in case and spacing."""
+    return re.sub(r"\s+", " ", text).strip().casefold()
+
+
+def _lock_candidate(candidate_id: int) -> Candidate:
+    # select_for_update serializes writers of one candidate on PostgreSQL; on SQLite the
+    # IMMEDIATE transaction already holds the write lock.
+    candidate = Candidate.objects.select_for_update().filter(pk=candidate_id).first()
+    if candidate is None:
+        raise NotFound(f"There is no candidate {candidate_id}.")
+    return candidate
+
+
+def _set_status(
+    candidate: Candidate, new: CandidateStatus, *, actor, reason: str, now: datetime
+) -> None:
+    old = candidate.status
+    resolved_at = now if new in (
+        CandidateStatus.ACCEPTED, CandidateStatus.DISCARDED, CandidateStatus.REVISED
+    ) else None
+    changed = Candidate.objects.filter(pk=candidate.pk, status=old).update(
+        status=new, resolved_at=resolved_at
+    )
+    if changed != 1:
+        raise Conflict("The candidate changed while you were deciding; reload it.")
+    candidate.status = new
+    candidate.resolved_at = resolved_at
+    AuditEvent.objects.create(
+        actor=actor,
+        action="candidate.status",
+        candidate=candidate,
+        image_id=candidate.image_id,
+        data={"from": old, "to": new, "reason": reason},
+        at=now,
+    )
+
+
+def _clean_text(value, field: str, *, required: bool, limit: int = MAX_TEXT) -> str:
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be text.", field)
+    value = value.strip()
+    if required and not value:
+        raise InvalidInput(f"{field} is required.", field)
+    if len(value) > limit:
+        raise InvalidInput(f"{field} is longer than {limit} characters.", field)
+    return value
+
+
+def _clean_decision(decision) -> str:
+    if decision not in Decision.values:
+        raise InvalidInput(
+            f"decision must be one of {', '.join(Decision.values)}, not {decision!r}.", "decision"
+        )
+    return decision
+
+
+def _clean_seconds(seconds) -> int | None:
+    if seconds is None or seconds == "":
+        return None
+    if isinstance(seconds, bool):
+        raise InvalidInput("seconds must be a whole number of seconds.", "seconds")
+    try:
+        value = int(seconds)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput("seconds must be a whole number of seconds.", "seconds") from exc
+    if not 0 <= value <= MAX_SECONDS:
+        raise InvalidInput(f"seconds must be between 0 and {MAX_SECONDS}.", "seconds")
+    return value
+
+
+def _clean_reasons(reasons) -> list[str]:
+    if reasons is None:
+        return []
+    if not isinstance(reasons, list | tuple) or not all(isinstance(r, str) for r in reasons):
+        raise InvalidInput("reasons must be a list of reason tags.", "reasons")
+    unknown = sorted(set(reasons) - set(REASON_KEYS))
+    if unknown:
+        raise InvalidInput(
+            f"reasons: unknown tag {unknown[0]!r}; known tags: {', '.join(REASON_KEYS)}.",
+            "reasons",
+        )
+    return sorted(set(reasons), key=REASON_KEYS.index)
+
+
+def _child_candidate(
+    parent: Candidate, *, text: str, origin: str, author, co_author=None, now: datetime
+) -> Candidate:
+    child = Candidate.objects.create(
+        image_id=parent.image_id,
+        text=text,
+        round=parent.round + 1,
+        parent=parent,
+        origin=origin,
+        author=author,
+        co_author=co_author,
+        created_at=now,
+    )
+    AuditEvent.objects.create(
+        actor=author,
+        action="candidate.create",
+        candidate=child,
+        image_id=parent.image_id,
+        data={"origin": origin, "parent": parent.pk, "round": child.round},
+        at=now,
+    )
+    return child
+
+
+# --- claims -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claimed:
+    candidate: Candidate
+    expires_at: datetime
+
+
+def review_claim(*, user, now: datetime | None = None) -> Claimed | None:
+    """Reserve one of the two review slots of the next candidate this person may review.
+
+    Returns the person's current claim if they hold one. A slot is free when the candidate's
+    reviews plus other people's unexpired claims number fewer than two.
+    """
+    if not access.is_annotator(user):
+        raise NotAllowed("Only annotators review candidates.")
+    now = now or timezone.now()
+    expires_at = now + settings.REVIEW_LEASE
+    with transaction.atomic():
+        held = (
+            ReviewClaim.objects.filter(annotator=user, expires_at__gt=now)
+            .filter(candidate__in=Candidate.objects.reviewable_by(user))
+            .select_related("candidate__image")
+            .order_by("created_at")
+            .first()
+        )
+        if held is not None:
+            ReviewClaim.objects.filter(pk=held.pk).update(expires_at=expires_at)
+            return Claimed(held.candidate, expires_at)
+
+        others_claims = ReviewClaim.objects.filter(
+            candidate=OuterRef("pk"), expires_at__gt=now
+        ).exclude(annotator=user)
+        queryset = (
+            Candidate.objects.reviewable_by(user)
+            .alias(n_taken=_count(Review.objects.filter(candidate=OuterRef("pk")))
+                   + _count(others_claims))
+            .filter(n_taken__lt=2)
+            .order_by("id")
+        )
+        if connection.vendor == "postgresql":
+            queryset = queryset.select_for_update(skip_locked=True, of=("self",))
+        for candidate in queryset[:20]:
+            # Re-count under the row lock: the subqueries above ran before it was taken.
+            taken = Review.objects.filter(candidate=candidate).count() + (
+                ReviewClaim.objects.filter(candidate=candidate, expires_at__gt=now)
+                .exclude(annotator=user)
+                .count()
+            )
+            if taken >= 2:
+                continue
+            ReviewClaim.objects.update_or_create(
+                candidate=candidate,
+                annotator=user,
+                defaults={"expires_at": expires_at, "created_at": now},
+            )
+            return Claimed(
+                Candidate.objects.select_related("image").get(pk=candidate.pk), expires_at
+            )
+    return None
+
+
+def _count(queryset):
+    counted = queryset.order_by().values("candidate").annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+
+def review_claims_sweep(*, now: datetime | None = None) -> int:
+    """Delete expired leases (they are ignored anyway; this keeps the table small)."""
+    now = now or timezone.now()
+    deleted, _ = ReviewClaim.objects.filter(expires_at__lte=now).delete()
+    deleted_adj, _ = AdjudicationClaim.objects.filter(expires_at__lte=now).delete()
+    return deleted + deleted_adj
+
+
+# --- reviews ------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def review_submit(
+    *,
+    user,
+    candidate_id: int,
+    decision: str,
+    revised_text: str | None = "",
+    reasons: list[str] | None = None,
+    comment: str | None = "",
+    seconds: int | None = None,
+    now: datetime | None = None,
+) -> Review:
+    """Record one annotator's review; the second review resolves or disputes the candidate."""
+    now = now or timezone.now()
+    if not access.is_annotator(user):
+        raise NotAllowed("Only annotators review candidates.")
+    candidate = _lock_candidate(candidate_id)
+    if user.pk in (candidate.author_id, candidate.co_author_id):
+        raise NotAllowed("You wrote this question, so you may not review it.")
+
+    decision = _clean_decision(decision)
+    revised = _clean_text(revised_text, "revised_text", required=decision == Decision.REVISE)
+    if decision != Decision.REVISE and revised:
+        raise InvalidInput("revised_text is only allowed with the decision revise.", "revised_text")
+    if decision == Decision.REVISE and normalize_text(revised) == normalize_text(candidate.text):
+        raise InvalidInput(
+            "revised_text is the question unchanged; choose accept instead.", "revised_text"
+        )
+    reasons = _clean_reasons(reasons)
+    comment = _clean_text(comment, "comment", required=False, limit=MAX_COMMENT)
+    seconds = _clean_seconds(seconds)
+
+    existing = list(candidate.reviews.all())
+    if any(r.annotator_id == user.pk for r in existing):
+        raise Conflict("You have reviewed this candidate already.")
+    if candidate.status != CandidateStatus.OPEN or len(existing) >= 2:
+        raise Conflict(f"This candidate is {candidate.status} and takes no more reviews.")
+
+    try:
+        with transaction.atomic():
+            review = Review.objects.create(
+                candidate=candidate,
+                annotator=user,
+                slot=len(existing) + 1,
+                candidate_author_id=candidate.author_id,
+                candidate_co_author_id=candidate.co_author_id,
+                decision=decision,
+                revised_text=revised,
+                reasons=reasons,
+                comment=comment,
+                seconds=seconds,
+                created_at=now,
+            )
+    except IntegrityError as exc:
+        raise Conflict("Another review was recorded at the same moment; reload.") from exc
+    ReviewClaim.objects.filter(candidate=candidate, annotator=user).delete()
+    if len(existing) == 1:
+        _resolve_pair(candidate, existing[0], review, now=now)
+    return review
+
+
+def _resolve_pair(candidate: Candidate, first: Review, second: Review, *, now: datetime) -> None:
+    decisions = {first.decision, second.decision}
+    if decisions == {Decision.ACCEPT}:
+        _set_status(candidate, CandidateStatus.ACCEPTED, actor=second.annotator,
+                    reason="two acceptances", now=now)
+    elif decisions == {Decision.DISCARD}:
+        _set_status(candidate, CandidateStatus.DISCARDED, actor=second.annotator,
+                    reason="two discards", now=now)
+    elif decisions == {Decision.REVISE} and normalize_text(first.revised_text) == normalize_text(
+        second.revised_text
+    ):
+        _set_status(candidate, CandidateStatus.REVISED, actor=second.annotator,
+                    reason="two identical revisions", now=now)
+        _child_candidate(
+            candidate,
+            text=first.revised_text,
+            origin=CandidateOrigin.REVISION,
+            author=first.annotator,
+            co_author=second.annotator,
+            now=now,
+        )
+    else:
+        _set_status(candidate, CandidateStatus.DISPUTED, actor=second.annotator,
+                    reason=f"{first.decision} against {second.decision}", now=now)
+
+
+# --- adjudication -------------------------------------------------------------------------
+
+
+def adjudication_claim(*, user, now: datetime | None = None) -> Claimed | None:
+    """Reserve the next disputed candidate that this adjudicator did not review."""
+    if not access.is_adjudicator(user):
+        raise NotAllowed("Only adjudicators resolve disputes.")
+    now = now or timezone.now()
+    expires_at = now + settings.REVIEW_LEASE
+    with transaction.atomic():
+        held = (
+            AdjudicationClaim.objects.filter(adjudicator=user, expires_at__gt=now)
+            .filter(candidate__in=Candidate.objects.adjudicable_by(user))
+            .select_related("candidate__image")
+            .first()
+        )
+        if held is not None:
+            AdjudicationClaim.objects.filter(pk=held.pk).update(expires_at=expires_at)
+            return Claimed(held.candidate, expires_at)
+        free = (
+            Candidate.objects.adjudicable_by(user)
+            .filter(Q(adjudication_claim__isnull=True) | Q(adjudication_claim__expires_at__lte=now))
+            .order_by("id")
+        )
+        for candidate in free[:20]:
+            # The conditional update takes an expired lease; the unique constraint refuses a
+            # second live one.
+            taken = AdjudicationClaim.objects.filter(
+                candidate=candidate, expires_at__lte=now
+            ).update(adjudicator=user, expires_at=expires_at)
+            if not taken:
+                try:
+                    with transaction.atomic():
+                        AdjudicationClaim.objects.create(
+                            candidate=candidate, adjudicator=user, expires_at=expires_at
+                        )
+                except IntegrityError:
+                    continue
+            return Claimed(
+                Candidate.objects.select_related("image").get(pk=candidate.pk), expires_at
+            )
+    return None
+
+
+@transaction.atomic
+def adjudication_resolve(
+    *,
+    user,
+    candidate_id: int,
+    decision: str,
+    revised_text: str | None = "",
+    comment: str | None = "",
+    seconds: int | None = None,
+    now: datetime | None = None,
+) -> Adjudication:
+    """Settle a disputed candidate. Accept needs one annotator's acceptance; a revision becomes
+    a new candidate of the next round (credited to the annotator whose revision was picked)."""
+    now = now or timezone.now()
+    if not access.is_adjudicator(user):
+        raise NotAllowed("Only adjudicators resolve disputes.")
+    candidate = _lock_candidate(candidate_id)
+    reviews = list(candidate.reviews.select_related("annotator"))
+    if any(r.annotator_id == user.pk for r in reviews):
+        raise NotAllowed("You reviewed this candidate, so another adjudicator must settle it.")
+    if user.pk in (candidate.author_id, candidate.co_author_id):
+        raise NotAllowed("You wrote this question, so another adjudicator must settle it.")
+    if candidate.status != CandidateStatus.DISPUTED:
+        raise Conflict(f"This candidate is {candidate.status}, not disputed.")
+
+    decision = _clean_decision(decision)
+    revised = _clean_text(revised_text, "revised_text", required=decision == Decision.REVISE)
+    if decision != Decision.REVISE and revised:
+        raise InvalidInput("revised_text is only allowed with the decision revise.", "revised_text")
+    if decision == Decision.ACCEPT and not any(r.decision == Decision.ACCEPT for r in reviews):
+        raise InvalidInput(
+            "accept needs one annotator's acceptance; neither annotator accepted.", "decision"
+        )
+    comment = _clean_text(comment, "comment", required=False, limit=MAX_COMMENT)
+    seconds = _clean_seconds(seconds)
+
+    chosen = None
+    if decision == Decision.REVISE:
+        chosen = next(
+            (
+                r
+                for r in reviews
+                if r.decision == Decision.REVISE
+                and normalize_text(r.revised_text) == normalize_text(revised)
+            ),
+            None,
+        )
+    try:
+        with transaction.atomic():
+            adjudication = Adjudication.objects.create(
+                candidate=candidate,
+                adjudicator=user,
+                decision=decision,
+                revised_text=revised,
+                chosen_review=chosen,
+                comment=comment,
+                seconds=seconds,
+                created_at=now,
+            )
+    except IntegrityError as exc:
+        raise Conflict("This candidate was adjudicated at the same moment.") from exc
+    AdjudicationClaim.objects.filter(candidate=candidate).delete()
+    reason = f"adjudicated: {decision}"
+    if decision == Decision.ACCEPT:
+        _set_status(candidate, CandidateStatus.ACCEPTED, actor=user, reason=reason, now=now)
+    elif decision == Decision.DISCARD:
+        _set_status(candidate, CandidateStatus.DISCARDED, actor=user, reason=reason, now=now)
+    else:
+        _set_status(candidate, CandidateStatus.REVISED, actor=user, reason=reason, now=now)
+        _child_candidate(
+            candidate,
+            text=revised,
+            origin=CandidateOrigin.ADJUDICATION,
+            author=chosen.annotator if chosen else user,
+            now=now,
+        )
+    return adjudication
+
+
+# --- final questions ----------------------------------------------------------------------
+
+
+@transaction.atomic
+def final_question_promote(
+    *, user, candidate_id: int, method: str = FinalQuestion.Method.MANUAL,
+    now: datetime | None = None,
+) -> FinalQuestion:
+    """Make an accepted candidate its image's question. Until the guard job exists, admins do
+    this by hand; the guard will call this with method=guard."""
+    now = now or timezone.now()
+    if method == FinalQuestion.Method.MANUAL and not access.is_admin(user):
+        raise NotAllowed("Only admins promote a candidate to the image's question.")
+    candidate = _lock_candidate(candidate_id)
+    if candidate.status != CandidateStatus.ACCEPTED:
+        raise Conflict(f"Only an accepted candidate can become the question; this one is "
+                       f"{candidate.status}.")
+    if FinalQuestion.objects.filter(image_id=candidate.image_id).exists():
+        raise Conflict("This image has its question already.")
+    try:
+        with transaction.atomic():
+            question = FinalQuestion.objects.create(
+                image_id=candidate.image_id,
+                candidate=candidate,
+                text=candidate.text,
+                method=method,
+                promoted_by=user if user is not None and user.is_authenticated else None,
+                created_at=now,
+            )
+    except IntegrityError as exc:
+        raise Conflict("This image got its question at the same moment.") from exc
+    AuditEvent.objects.create(
+        actor=question.promoted_by,
+        action="question.promote",
+        candidate=candidate,
+        image_id=candidate.image_id,
+        data={"method": method, "text": candidate.text},
+        at=now,
+    )
+    return question

@@ -1,0 +1,23 @@
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def keypairs(value: str) -> list[tuple[str, str]]:
+    """"a:Accept,r:Revise" -> [("a", "Accept"), ("r", "Revise")] for the keys dialog."""
+    pairs = []
+    for item in value.split(","):
+        key, _, what = item.partition(":")
+        pairs.append((key, what))
+    return pairs
+
+
+@register.filter
+def percent(value) -> str:
+    return "–" if value is None else f"{100 * value:.0f}%"
+
+
+@register.filter
+def num(value, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"

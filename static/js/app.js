@@ -1,0 +1,148 @@
+// GAMUT review: keyboard shortcuts, photo zoom, seconds spent, upload progress.
+// No inline scripts anywhere (the CSP forbids them): every page behaviour lives here.
+(function () {
+  "use strict";
+
+  function panel() {
+    return document.querySelector("[data-shortcuts]");
+  }
+
+  function typing(target) {
+    return target && (target.tagName === "TEXTAREA" ||
+      (target.tagName === "INPUT" && !["radio", "checkbox", "hidden"].includes(target.type)));
+  }
+
+  function showRevision(form, show) {
+    const box = form.querySelector("label.revision");
+    if (!box) return;
+    box.hidden = !show;
+    if (show) {
+      const area = box.querySelector("textarea");
+      area.focus();
+      area.setSelectionRange(area.value.length, area.value.length);
+    }
+  }
+
+  function choose(form, value) {
+    const radio = form.querySelector('input[name="decision"][value="' + value + '"]');
+    if (!radio) return false;
+    radio.checked = true;
+    showRevision(form, value === "revise");
+    return true;
+  }
+
+  function submit(form) {
+    if (!form.querySelector('input[name="decision"]:checked')) {
+      flash(form, "Choose a decision first: a, r or d.");
+      return;
+    }
+    form.requestSubmit();
+  }
+
+  function flash(form, text) {
+    let p = form.querySelector(".client-error");
+    if (!p) {
+      p = document.createElement("p");
+      p.className = "error client-error";
+      p.setAttribute("role", "alert");
+      form.prepend(p);
+    }
+    p.textContent = text;
+  }
+
+  function toggleZoom(img) {
+    if (img) img.closest("figure").classList.toggle("zoomed");
+  }
+
+  document.addEventListener("keydown", function (event) {
+    const root = panel();
+    if (!root || event.ctrlKey || event.metaKey || event.altKey) return;
+    const dialog = document.getElementById("keys-help");
+    if (dialog && dialog.open) return; // the dialog closes itself on Esc
+    const form = root.querySelector("form");
+    const key = event.key;
+    if (typing(event.target)) {
+      if (event.target.tagName === "TEXTAREA" && key === "Enter" && !event.shiftKey && form) {
+        event.preventDefault();
+        submit(form);
+      } else if (key === "Escape") {
+        event.target.blur();
+      }
+      return;
+    }
+    if (key === "?") {
+      event.preventDefault();
+      if (dialog) dialog.showModal();
+      return;
+    }
+    if (key === "z") {
+      toggleZoom(root.querySelector("img[data-zoom]"));
+      return;
+    }
+    if (!form) return;
+    if (key === "a" || key === "d") {
+      event.preventDefault();
+      choose(form, key === "a" ? "accept" : "discard");
+    } else if (key === "r") {
+      event.preventDefault();
+      choose(form, "revise");
+    } else if (key === "Enter") {
+      event.preventDefault();
+      submit(form);
+    } else if (/^[1-9]$/.test(key)) {
+      const target = form.querySelector('[data-key="' + key + '"]');
+      if (!target) return;
+      event.preventDefault();
+      if (target.type === "checkbox") target.checked = !target.checked;
+      else target.click();
+    }
+  });
+
+  document.addEventListener("change", function (event) {
+    if (event.target.name === "decision") {
+      showRevision(event.target.form, event.target.value === "revise");
+    }
+  });
+
+  document.addEventListener("click", function (event) {
+    const zoom = event.target.closest("img[data-zoom]");
+    if (zoom) toggleZoom(zoom);
+    const keys = event.target.closest("[data-show-keys]");
+    if (keys) document.getElementById("keys-help")?.showModal();
+    const use = event.target.closest("[data-use-revision]");
+    if (use) {
+      const form = use.closest("form");
+      choose(form, "revise");
+      form.querySelector('textarea[name="revised_text"]').value = use.dataset.useRevision;
+    }
+  });
+
+  // Seconds spent on this candidate: from the moment the panel was shown to the submission.
+  document.addEventListener("submit", function (event) {
+    const root = event.target.closest("[data-shown-at]");
+    const field = event.target.querySelector('input[name="seconds"]');
+    if (root && field) {
+      const shown = parseInt(root.dataset.shownAt, 10) * 1000;
+      field.value = String(Math.max(0, Math.round((Date.now() - shown) / 1000)));
+    }
+  }, true);
+
+  // After htmx swaps in the next candidate, reset the clock to the browser's own time.
+  document.addEventListener("htmx:afterSwap", function () {
+    const root = panel();
+    if (root) root.dataset.shownAt = String(Math.floor(Date.now() / 1000));
+  });
+  document.addEventListener("DOMContentLoaded", function () {
+    const root = panel();
+    if (root) root.dataset.shownAt = String(Math.floor(Date.now() / 1000));
+  });
+
+  // Upload progress on the import page.
+  document.addEventListener("htmx:xhr:progress", function (event) {
+    const bar = document.getElementById("upload-progress");
+    if (bar && event.detail.lengthComputable) {
+      bar.hidden = false;
+      bar.value = Math.round((event.detail.loaded / event.detail.total) * 100);
+    }
+  });
+})();
