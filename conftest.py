@@ -1,0 +1,92 @@
+"""Shared fixtures: the people of every test (alice and bob annotate, erin too, carol
+adjudicates, dave revises rubrics, mallory has no role, root is an admin) and images with a
+real photo file."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.core.files.base import ContentFile
+from PIL import Image as PILImage
+
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # playwright's loop in browser tests
+
+
+def png_bytes(color=(200, 120, 40), size=(32, 24)) -> bytes:
+    buffer = io.BytesIO()
+    PILImage.new("RGB", size, color).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+@pytest.fixture(autouse=True)
+def _media_root(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+
+
+def _user(username: str, *groups: str, staff: bool = False) -> User:
+    user = User.objects.create_user(username, password=f"{username}-pass", is_staff=staff)
+    for name in groups:
+        user.groups.add(Group.objects.get_or_create(name=name)[0])
+    return user
+
+
+@pytest.fixture
+def alice(db):
+    return _user("alice", "annotator")
+
+
+@pytest.fixture
+def bob(db):
+    return _user("bob", "annotator")
+
+
+@pytest.fixture
+def erin(db):
+    return _user("erin", "annotator")
+
+
+@pytest.fixture
+def carol(db):
+    return _user("carol", "adjudicator")
+
+
+@pytest.fixture
+def dave(db):
+    return _user("dave", "rubric_reviser")
+
+
+@pytest.fixture
+def mallory(db):
+    return _user("mallory")
+
+
+@pytest.fixture
+def root(db):
+    return _user("root", staff=True)
+
+
+@pytest.fixture
+def make_image(db):
+    """make_image("img-1", ["question one", ...]) -> (Image, [Candidate, ...])"""
+    from annotation.models import Candidate, CandidateOrigin, Image
+
+    def make(source_id: str = "img-1", texts: list[str] | None = None, **fields):
+        image = Image(
+            source_id=source_id,
+            entity=fields.pop("entity", "Beef bourguignon"),
+            domain=fields.pop("domain", "food"),
+            popularity=fields.pop("popularity", "head"),
+            **fields,
+        )
+        image.file.save(f"{source_id}.png", ContentFile(png_bytes()), save=False)
+        image.save()
+        candidates = [
+            Candidate.objects.create(image=image, text=text, origin=CandidateOrigin.IMPORT)
+            for text in (texts if texts is not None else ["What is this dish and how is it made?"])
+        ]
+        return image, candidates
+
+    return make
