@@ -22,8 +22,10 @@ def png_bytes(color=(200, 120, 40), size=(32, 24)) -> bytes:
 
 
 @pytest.fixture(autouse=True)
-def _media_root(settings, tmp_path):
+def _test_settings(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
+    # Hashing is what a login costs, not what a test checks: the fast hasher keeps tests fast.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def _user(username: str, *groups: str, staff: bool = False) -> User:

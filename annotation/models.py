@@ -271,6 +271,9 @@ class ReviewClaim(models.Model):
         ]
         indexes = [models.Index(fields=["expires_at"])]
 
+    def __str__(self) -> str:
+        return f"claim of {self.candidate_id} by {self.annotator_id} until {self.expires_at}"
+
 
 class Adjudication(models.Model):
     candidate = models.OneToOneField(
@@ -298,6 +301,9 @@ class Adjudication(models.Model):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"adjudication of {self.candidate_id}: {self.decision}"
+
 
 class AdjudicationClaim(models.Model):
     candidate = models.OneToOneField(
@@ -305,6 +311,9 @@ class AdjudicationClaim(models.Model):
     )
     adjudicator = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
     expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"adjudication claim of {self.candidate_id} until {self.expires_at}"
 
 
 class FinalQuestion(models.Model):
@@ -324,6 +333,9 @@ class FinalQuestion(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
     )
     created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"question of {self.image_id}"
 
 
 class AuditEvent(models.Model):

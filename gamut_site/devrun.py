@@ -102,12 +102,12 @@ def serve(start, children: list[subprocess.Popen]) -> None:
 
     from annotation.demo import DEMO_PASSWORD_SUFFIX, DEMO_USERS
 
-    print("\n  GAMUT review is running at http://%s:%d/\n" % (HOST, PORT))
+    print(f"\n  GAMUT review is running at http://{HOST}:{PORT}/\n")
     print("  Demo logins (user / password):")
     for username, groups, staff in DEMO_USERS:
         role = "admin" if staff else ", ".join(groups)
         print(f"    {username:<7} {username + DEMO_PASSWORD_SUFFIX:<18} {role}")
-    print("\n  API docs: http://%s:%d/api/docs/   Ctrl-C stops everything.\n" % (HOST, PORT))
+    print(f"\n  API docs: http://{HOST}:{PORT}/api/docs/   Ctrl-C stops everything.\n")
     while True:
         for proc in children:
             if proc.poll() is not None:

@@ -42,7 +42,9 @@ DEBUG = envbool("DEBUG", "False" if PRODUCTION else "True")
 def required(name: str) -> str:
     value = env(name)
     if not value:
-        raise ImproperlyConfigured(f"{name} must be set in the environment when GAMUT_ENV=production")
+        raise ImproperlyConfigured(
+            f"{name} must be set in the environment when GAMUT_ENV=production"
+        )
     return value
 
 
@@ -105,6 +107,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "annotation.context_processors.roles",
             ],
+            "builtins": ["template_partials.templatetags.partials"],
         },
     },
 ]
@@ -133,8 +136,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
     # Tests that start other processes (a Celery worker, racing annotators) need a file,
     # not SQLite's default in-memory test database.
+    # One file per test run, so that two runs side by side don't share it.
     DATABASES["default"]["TEST"] = {
-        "NAME": env("GAMUT_SQLITE_TEST_NAME", str(VAR_DIR / "test.sqlite3"))
+        "NAME": env("GAMUT_SQLITE_TEST_NAME", str(VAR_DIR / f"test-{os.getpid()}.sqlite3"))
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -166,6 +170,8 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env("STATIC_ROOT", str(VAR_DIR / "static")) or "")
+if not PRODUCTION:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing one
 MEDIA_ROOT = Path(env("MEDIA_ROOT", str(VAR_DIR / "media")) or "")
 # Uploaded photos are served by a view that checks who is asking, never as public files.
 MEDIA_URL = "/media-not-public/"
@@ -217,8 +223,9 @@ CONTENT_SECURITY_POLICY = {
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
+        # Token first: an unauthenticated script gets 401 with a WWW-Authenticate header.
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -37,7 +37,9 @@ class Command(BaseCommand):
             with manifest.open(encoding="utf-8") as fh:
                 lines = fh.read().splitlines()
         except UnicodeDecodeError as exc:
-            raise CommandError(f"{manifest}: not UTF-8 text (byte {exc.start})", returncode=2) from exc
+            raise CommandError(
+                f"{manifest}: not UTF-8 text (byte {exc.start})", returncode=2
+            ) from exc
         try:
             entries = manifest_parse(lines, manifest.resolve().parent, progress=bar("validating"))
         except ImportProblems as exc:

@@ -14,6 +14,7 @@ from annotation.demo import DEMO_IMAGES, DEMO_PASSWORD_SUFFIX, DEMO_USERS
 from annotation.importing import ManifestEntry, images_import
 from annotation.models import ImportBatch
 
+
 def skimage_data_dir() -> Path:
     spec = importlib.util.find_spec("skimage")
     if spec is None or not spec.submodule_search_locations:
