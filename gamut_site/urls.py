@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
+from csp.decorators import csp_update
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from annotation import api, views
@@ -31,6 +32,8 @@ urlpatterns = [
     path("api/images/import/", api.images_import, name="api_images_import"),
     path("api/images/<str:source_id>/", api.image_detail, name="api_image"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api_docs"),
+    # Swagger UI (served from the sidecar wheel) styles itself inline; its page alone allows that.
+    path("api/docs/", csp_update({"style-src": ["'unsafe-inline'"]})(
+        SpectacularSwaggerSplitView.as_view(url_name="schema")), name="api_docs"),
     path("admin/", admin.site.urls),
 ]
