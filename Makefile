@@ -18,7 +18,7 @@ test: $(BIN)/.installed
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # Rewrite requirements.lock from pyproject.toml (needs uv: pip install uv).
 lock:

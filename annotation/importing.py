@@ -126,7 +126,7 @@ def _entry_problems(obj, base_dir: Path) -> tuple[list[str], ManifestEntry | Non
             problem = _check_image(image_path)
             if problem:
                 problems.append(problem)
-    if problems:
+    if problems or image_path is None or not isinstance(popularity, str):
         return problems, None
     return [], ManifestEntry(
         line=0,

@@ -196,10 +196,10 @@ class ReviewQuerySet(models.QuerySet):
             return self.none()
         if user.is_staff:
             return self
-        visible = Q(annotator=user) | Q(candidate__status__in=RESOLVED_STATUSES)
+        visible: Q = Q(annotator=user) | Q(candidate__status__in=RESOLVED_STATUSES)
         if user.groups.filter(name="adjudicator").exists():
             own = Review.objects.filter(candidate=OuterRef("candidate"), annotator=user)
-            visible |= Q(candidate__status=CandidateStatus.DISPUTED) & ~Exists(own)
+            visible |= Q(~Exists(own), candidate__status=CandidateStatus.DISPUTED)
         return self.filter(visible)
 
 

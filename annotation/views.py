@@ -96,6 +96,12 @@ def _progress(user) -> dict:
     }
 
 
+def _revision(request: HttpRequest) -> str:
+    """The page's form always has the revision box (hidden unless revising, and prefilled, so a
+    page without JavaScript still works): only a revise decision uses its text."""
+    return request.POST.get("revised_text", "") if request.POST.get("decision") == "revise" else ""
+
+
 def word_diff(original: str, revised: str):
     """The revision against the original, word by word, as safe HTML with <del> and <ins>."""
     a, b = original.split(), revised.split()
@@ -173,7 +179,7 @@ def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
     _require(access.is_annotator, request, "annotators")
     form = {
         "decision": request.POST.get("decision", ""),
-        "revised_text": request.POST.get("revised_text", ""),
+        "revised_text": _revision(request),
         "reasons": request.POST.getlist("reasons"),
         "comment": request.POST.get("comment", ""),
         "seconds": request.POST.get("seconds") or None,
@@ -235,7 +241,7 @@ def adjudicate_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
     _require(access.is_adjudicator, request, "adjudicators")
     form = {
         "decision": request.POST.get("decision", ""),
-        "revised_text": request.POST.get("revised_text", ""),
+        "revised_text": _revision(request),
         "comment": request.POST.get("comment", ""),
         "seconds": request.POST.get("seconds") or None,
     }

@@ -121,7 +121,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": VAR_DIR / "gamut.sqlite3",
+            "NAME": str(VAR_DIR / "gamut.sqlite3"),
         }
     }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

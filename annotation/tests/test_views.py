@@ -296,3 +296,15 @@ def test_failed_logins_are_rate_limited(client, alice, settings):
     cache.clear()
     response = client.post(reverse("login"), {"username": "alice", "password": "alice-pass"})
     assert response.status_code == 302
+
+
+def test_form_without_javascript_sends_the_box_and_still_works(client, make_image, alice):
+    """Without JavaScript the prefilled revision box is always posted; only revise reads it."""
+    _, (c1, c2) = make_image(texts=["First question?", "Second question?"])
+    login(client, alice)
+    client.post(reverse("review_submit", args=[c1.pk]),
+                {"decision": "accept", "revised_text": "First question?"})
+    client.post(reverse("review_submit", args=[c2.pk]),
+                {"decision": "revise", "revised_text": "A better second question?"})
+    assert list(Review.objects.order_by("id").values_list("decision", "revised_text")) == [
+        ("accept", ""), ("revise", "A better second question?")]

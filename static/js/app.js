@@ -13,11 +13,13 @@
   }
 
   function showRevision(form, show) {
-    const box = form.querySelector("label.revision");
+    const box = form.querySelector("[data-revision-box]");
     if (!box) return;
+    const area = box.querySelector("textarea");
     box.hidden = !show;
+    // A disabled box is not sent: accept and discard must not carry the prefilled text.
+    area.disabled = !show;
     if (show) {
-      const area = box.querySelector("textarea");
       area.focus();
       area.setSelectionRange(area.value.length, area.value.length);
     }
@@ -127,15 +129,23 @@
     }
   }, true);
 
-  // After htmx swaps in the next candidate, reset the clock to the browser's own time.
-  document.addEventListener("htmx:afterSwap", function () {
+  // On load and after htmx swaps in the next candidate: start the clock at the browser's own
+  // time, and hide the revision box unless the decision is revise.
+  function prepare() {
     const root = panel();
-    if (root) root.dataset.shownAt = String(Math.floor(Date.now() / 1000));
-  });
-  document.addEventListener("DOMContentLoaded", function () {
-    const root = panel();
-    if (root) root.dataset.shownAt = String(Math.floor(Date.now() / 1000));
-  });
+    if (!root) return;
+    root.dataset.shownAt = String(Math.floor(Date.now() / 1000));
+    const form = root.querySelector("form");
+    const box = form && form.querySelector("[data-revision-box]");
+    if (box) {
+      const checked = form.querySelector('input[name="decision"]:checked');
+      const revising = Boolean(checked && checked.value === "revise");
+      box.hidden = !revising;
+      box.querySelector("textarea").disabled = !revising;
+    }
+  }
+  document.addEventListener("htmx:afterSwap", prepare);
+  document.addEventListener("DOMContentLoaded", prepare);
 
   // Upload progress on the import page.
   document.addEventListener("htmx:xhr:progress", function (event) {
