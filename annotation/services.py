@@ -203,8 +203,10 @@ def review_claim(*, user, now: datetime | None = None) -> Claimed | None:
             .order_by("created_at")
             .first()
         )
-        if held is not None:
-            ReviewClaim.objects.filter(pk=held.pk).update(expires_at=expires_at)
+        # Renewing can lose to the sweeper deleting the lease at this very moment: then claim anew.
+        if held is not None and ReviewClaim.objects.filter(pk=held.pk).update(
+            expires_at=expires_at
+        ):
             return Claimed(held.candidate, expires_at)
 
         others_claims = ReviewClaim.objects.filter(
@@ -219,14 +221,15 @@ def review_claim(*, user, now: datetime | None = None) -> Claimed | None:
         )
         if connection.vendor == "postgresql":
             queryset = queryset.select_for_update(skip_locked=True, of=("self",))
-        for candidate in queryset[:20]:
+        passed: list[int] = []
+        for _ in range(20):
+            # One row at a time: a locked row holds up other claimers and submitters.
+            candidate = queryset.exclude(pk__in=passed).first()
+            if candidate is None:
+                return None
             # Re-count under the row lock: the subqueries above ran before it was taken.
-            taken = Review.objects.filter(candidate=candidate).count() + (
-                ReviewClaim.objects.filter(candidate=candidate, expires_at__gt=now)
-                .exclude(annotator=user)
-                .count()
-            )
-            if taken >= 2:
+            if _slots_taken(candidate, user, now) >= 2:
+                passed.append(candidate.pk)
                 continue
             ReviewClaim.objects.update_or_create(
                 candidate=candidate,
@@ -237,6 +240,15 @@ def review_claim(*, user, now: datetime | None = None) -> Claimed | None:
                 Candidate.objects.select_related("image").get(pk=candidate.pk), expires_at
             )
     return None
+
+
+def _slots_taken(candidate: Candidate, user, now: datetime) -> int:
+    """Reviews plus other people's unexpired claims: at two, the candidate has no slot left."""
+    return Review.objects.filter(candidate=candidate).count() + (
+        ReviewClaim.objects.filter(candidate=candidate, expires_at__gt=now)
+        .exclude(annotator=user)
+        .count()
+    )
 
 
 def _count(queryset):
@@ -292,6 +304,12 @@ def review_submit(
         raise Conflict("You have reviewed this candidate already.")
     if candidate.status != CandidateStatus.OPEN or len(existing) >= 2:
         raise Conflict(f"This candidate is {candidate.status} and takes no more reviews.")
+    # Submitting without a claim is allowed, but not into a slot that someone else holds.
+    holds_claim = ReviewClaim.objects.filter(
+        candidate=candidate, annotator=user, expires_at__gt=now
+    ).exists()
+    if not holds_claim and _slots_taken(candidate, user, now) >= 2:
+        raise Conflict("Both remaining review slots are reserved by other annotators' claims.")
 
     try:
         with transaction.atomic():

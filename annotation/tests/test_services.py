@@ -420,3 +420,22 @@ def test_promotion_refusals(alice, bob, root, make_image):
     services.final_question_promote(user=root, candidate_id=c.pk)
     with pytest.raises(services.Conflict, match="already"):
         services.final_question_promote(user=root, candidate_id=other.pk)
+
+
+def test_unclaimed_review_cannot_take_a_reserved_slot(alice, bob, erin, make_image):
+    _, (c,) = make_image()
+    services.review_claim(user=alice)
+    services.review_claim(user=bob)
+    with pytest.raises(services.Conflict, match="reserved"):
+        review(erin, c, "accept")
+    review(alice, c, "accept")
+    review(bob, c, "discard")  # the claimant's slot was kept for them
+    assert status_of(c) == CandidateStatus.DISPUTED
+
+
+def test_unclaimed_review_takes_a_free_slot(alice, bob, erin, make_image):
+    _, (c,) = make_image()
+    services.review_claim(user=alice)
+    review(erin, c, "accept")  # one slot reserved by alice, one free
+    review(alice, c, "accept")
+    assert status_of(c) == CandidateStatus.ACCEPTED
