@@ -18,7 +18,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from django.conf import settings
@@ -35,6 +34,7 @@ from annotation.models import (
     Review,
 )
 from annotation.services import normalize_text
+from tests.processes import child_database_url
 
 pytestmark = [pytest.mark.race, pytest.mark.django_db(transaction=True)]
 
@@ -43,27 +43,6 @@ N_IMAGES = 10
 PER_IMAGE = 8
 DEADLINE_S = 30  # each process stops by then; the pool normally runs out in a few seconds
 REPO = Path(settings.BASE_DIR)
-
-
-def child_database_url() -> str:
-    """DATABASE_URL of the test database, for processes started by a test."""
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        name = str(db["NAME"])
-        if connection.creation.is_in_memory_db(name):
-            pytest.skip("the SQLite test database is in memory; other processes can't open it")
-        return "sqlite:///" + str(Path(name).resolve())
-    if connection.vendor == "postgresql":
-        auth = ""
-        if db.get("USER"):
-            auth = quote(db["USER"], safe="")
-            if db.get("PASSWORD"):
-                auth += ":" + quote(db["PASSWORD"], safe="")
-            auth += "@"
-        host = quote(db.get("HOST") or "", safe="")
-        port = f":{db['PORT']}" if db.get("PORT") else ""
-        return f"postgres://{auth}{host}{port}/{quote(db['NAME'], safe='')}"
-    pytest.skip(f"no child-process database URL for {connection.vendor}")
 
 
 def child_env() -> dict[str, str]:

@@ -14,41 +14,19 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 import redis
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from annotation import services
 from annotation.models import AdjudicationClaim, CandidateStatus, ReviewClaim
+from tests.processes import child_database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REPO = Path(settings.BASE_DIR)
-
-
-def child_database_url() -> str:
-    """DATABASE_URL of the test database, for processes started by a test."""
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        name = str(db["NAME"])
-        if connection.creation.is_in_memory_db(name):
-            pytest.skip("the SQLite test database is in memory; other processes can't open it")
-        return "sqlite:///" + str(Path(name).resolve())
-    if connection.vendor == "postgresql":
-        auth = ""
-        if db.get("USER"):
-            auth = quote(db["USER"], safe="")
-            if db.get("PASSWORD"):
-                auth += ":" + quote(db["PASSWORD"], safe="")
-            auth += "@"
-        host = quote(db.get("HOST") or "", safe="")
-        port = f":{db['PORT']}" if db.get("PORT") else ""
-        return f"postgres://{auth}{host}{port}/{quote(db['NAME'], safe='')}"
-    pytest.skip(f"no child-process database URL for {connection.vendor}")
 
 
 def redis_server_binary() -> str:
