@@ -333,9 +333,40 @@ class FinalQuestion(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
     )
     created_at = models.DateTimeField(default=timezone.now)
+    # A question for which no sound rubric can be produced leaves the export and judging;
+    # dropping and restoring are kept as QuestionCorrection rows.
+    dropped_at = models.DateTimeField(null=True, blank=True)
+    drop_reason = models.TextField(blank=True)
 
     def __str__(self) -> str:
         return f"question of {self.image_id}"
+
+
+class QuestionCorrection(models.Model):
+    """An admin's correction upstream of the rubric: the entity, the wording, a drop or a
+    restore, each with its reason. Append-only: the old value is kept here."""
+
+    class Field(models.TextChoices):
+        ENTITY = "entity", "ground-truth entity"
+        TEXT = "text", "question wording"
+        DROP = "drop", "dropped"
+        RESTORE = "restore", "restored"
+
+    question = models.ForeignKey(
+        FinalQuestion, on_delete=models.PROTECT, related_name="corrections"
+    )
+    field = models.CharField(max_length=8, choices=Field.choices)
+    old_value = models.TextField(blank=True)
+    new_value = models.TextField(blank=True)
+    reason = models.TextField()
+    made_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.field} of question {self.question_id}"
 
 
 class AuditEvent(models.Model):

@@ -1,0 +1,585 @@
+"""Every write of stage 2 (apart from the LLM jobs) goes through these functions.
+
+Versions: `rubric_version_create` validates and compiles a meta-rubric into a new version.
+Human rounds: `revision_claim` opens (or resumes) the next rubric waiting for a human round as a
+draft version holding a copy of its parent's checks; the `check_*` functions edit that draft,
+each refused when the caller's `revision` is stale (optimistic locking), each kept as a
+`CheckEdit`; `revision_complete` freezes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from annotation import access
+from annotation.models import AuditEvent, FinalQuestion, QuestionCorrection
+from annotation.services import Conflict, InvalidInput, NotAllowed, NotFound
+
+from . import compiler
+from .models import (
+    HUMAN_ROUND_AFTER,
+    CheckEdit,
+    Origin,
+    RevisionClaim,
+    Rubric,
+    RubricCheck,
+    RubricVersion,
+    Stage,
+)
+
+TIERS = compiler.TIERS
+MAX_CHECK_TEXT = 2000
+
+
+class Stale(Conflict):
+    """The draft changed since the caller loaded it; `current` is the revision to reload."""
+
+    def __init__(self, current: int):
+        super().__init__(
+            "Someone else changed this rubric since you loaded it: the current version is "
+            "shown, and your change was not saved.", None
+        )
+        self.current = current
+
+
+def is_reviser(user) -> bool:
+    return access.RUBRIC_REVISER in access.roles(user)
+
+
+# --- versions -------------------------------------------------------------------------------
+
+
+def _check_rows(version: RubricVersion, checks: list[compiler.Check]) -> list[RubricCheck]:
+    return [
+        RubricCheck(
+            version=version, position=position, check_id=check.id, kind=check.kind,
+            tier=check.tier, secondary=check.secondary, source=check.source, rule=check.rule,
+            origin=Origin.COMPILED, text=check.text, snippets=list(check.snippets),
+            threshold=check.threshold,
+            options=list(check.options) if check.options is not None else None,
+            steps=list(check.steps) if check.steps is not None else None,
+        )
+        for position, check in enumerate(checks, start=1)
+    ]
+
+
+@transaction.atomic
+def rubric_version_create(
+    *,
+    question: FinalQuestion,
+    meta_document: Any,
+    stage: str,
+    made_by=None,
+    made_by_model: str = "",
+    now: datetime | None = None,
+) -> RubricVersion:
+    """A new LLM or imported version: validated (compiler.MetaRubricInvalid when not) and
+    compiled. Its parent is the rubric's latest version."""
+    now = now or timezone.now()
+    if stage not in Stage.values or stage in (Stage.HUMAN_1, Stage.HUMAN_2):
+        raise InvalidInput(f"stage must be an LLM stage or imported, not {stage!r}.", "stage")
+    meta = compiler.validate(meta_document)
+    checks = compiler.compile_rubric(meta)
+    rubric, _ = Rubric.objects.get_or_create(question=question, defaults={"created_at": now})
+    if rubric.versions.filter(stage=stage).exists():
+        raise Conflict(f"This rubric has a {stage} version already.")
+    version = RubricVersion.objects.create(
+        rubric=rubric, stage=stage, parent=rubric.versions.order_by("-id").first(),
+        meta_rubric=meta.model_dump(mode="json"), made_by=made_by,
+        made_by_model=made_by_model, created_at=now, frozen_at=now,
+    )
+    RubricCheck.objects.bulk_create(_check_rows(version, checks))
+    return version
+
+
+def final_version(rubric: Rubric) -> RubricVersion | None:
+    """What the benchmark uses now: the latest frozen version (a human draft in progress is
+    not part of it until its round is complete)."""
+    return rubric.versions.filter(frozen_at__isnull=False).order_by("-id").first()
+
+
+# --- human rounds ---------------------------------------------------------------------------
+
+
+def _round_for(rubric: Rubric) -> tuple[str, RubricVersion] | None:
+    latest = rubric.versions.order_by("-id").first()
+    if latest is None:
+        return None
+    if latest.frozen_at is None:  # a draft in progress
+        return latest.stage, latest
+    after = HUMAN_ROUND_AFTER.get(latest.stage)
+    if after is None or rubric.versions.filter(stage=after).exists():
+        return None
+    return after, latest
+
+
+def revision_queue(*, now: datetime | None = None) -> list[tuple[Rubric, str]]:
+    """(rubric, human stage) for every rubric that a reviser could take now."""
+    now = now or timezone.now()
+    latest_versions = (
+        RubricVersion.objects.latest_per_rubric()
+        .filter(rubric__question__dropped_at__isnull=True)
+        .select_related("rubric__question__image", "claim")
+        .order_by("rubric_id")
+    )
+    queue = []
+    for version in latest_versions:
+        if version.frozen_at is None:
+            claim = getattr(version, "claim", None)
+            if claim is None or claim.expires_at <= now:
+                queue.append((version.rubric, version.stage))
+        elif version.stage in HUMAN_ROUND_AFTER:
+            queue.append((version.rubric, HUMAN_ROUND_AFTER[version.stage]))
+    return queue
+
+
+def revision_claim(*, user, now: datetime | None = None) -> RubricVersion | None:
+    """The draft this reviser holds, or the next rubric waiting for a human round opened as a
+    draft (a copy of its parent's checks) and claimed for REVIEW_LEASE."""
+    if not is_reviser(user):
+        raise NotAllowed("Only rubric revisers revise rubrics.")
+    now = now or timezone.now()
+    expires_at = now + settings.REVIEW_LEASE
+    with transaction.atomic():
+        held = (
+            RevisionClaim.objects.filter(reviser=user, expires_at__gt=now,
+                                         version__frozen_at__isnull=True)
+            .select_related("version").first()
+        )
+        if held is not None and RevisionClaim.objects.filter(pk=held.pk).update(
+            expires_at=expires_at
+        ):
+            return held.version
+        for rubric, _stage in revision_queue(now=now):
+            version = _open_round(rubric, now=now)
+            if version is None:
+                continue
+            taken = RevisionClaim.objects.filter(version=version, expires_at__lte=now).update(
+                reviser=user, expires_at=expires_at
+            )
+            if not taken:
+                try:
+                    with transaction.atomic():
+                        RevisionClaim.objects.create(version=version, reviser=user,
+                                                     expires_at=expires_at)
+                except IntegrityError:
+                    continue  # someone else took it a moment ago
+            return version
+    return None
+
+
+def _open_round(rubric: Rubric, *, now: datetime) -> RubricVersion | None:
+    found = _round_for(rubric)
+    if found is None:
+        return None
+    stage, latest = found
+    if latest.frozen_at is None:
+        return latest
+    try:
+        with transaction.atomic():
+            draft = RubricVersion.objects.create(
+                rubric=rubric, stage=stage, parent=latest, meta_rubric=latest.meta_rubric,
+                created_at=now,
+            )
+    except IntegrityError:
+        return rubric.versions.filter(stage=stage, frozen_at__isnull=True).first()
+    rows = list(latest.checks.filter(deleted_at__isnull=True).order_by("position"))
+    for position, row in enumerate(rows, start=1):
+        row.pk = None
+        row.version = draft
+        row.position = position
+    RubricCheck.objects.bulk_create(rows)
+    return draft
+
+
+def _editable(user, version_id: int, revision: Any, now: datetime) -> RubricVersion:
+    """Lock the draft, refuse what may not be edited, and move its revision on by one."""
+    if not is_reviser(user):
+        raise NotAllowed("Only rubric revisers revise rubrics.")
+    version = RubricVersion.objects.select_for_update().filter(pk=version_id).first()
+    if version is None:
+        raise NotFound(f"There is no rubric version {version_id}.")
+    if version.frozen_at is not None:
+        raise Conflict("This round is complete; the version is frozen.")
+    claim = RevisionClaim.objects.filter(version=version).first()
+    if claim is not None and claim.reviser_id != user.pk and claim.expires_at > now:
+        raise NotAllowed("Another reviser holds this rubric for this round.")
+    try:
+        expected = int(revision)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput("revision must be the number shown with the rubric.",
+                           "revision") from exc
+    bumped = RubricVersion.objects.filter(pk=version.pk, revision=expected).update(
+        revision=F("revision") + 1
+    )
+    if bumped != 1:
+        raise Stale(version.revision)
+    version.revision = expected + 1
+    RevisionClaim.objects.update_or_create(
+        version=version, defaults={"reviser": user, "expires_at": now + settings.REVIEW_LEASE}
+    )
+    return version
+
+
+def _row(version: RubricVersion, check_pk: Any) -> RubricCheck:
+    row = RubricCheck.objects.filter(version=version, pk=check_pk).first()
+    if row is None:
+        raise NotFound("That check is not part of this rubric version.")
+    return row
+
+
+def _snapshot(row: RubricCheck) -> dict:
+    return {"check_id": row.check_id, "text": row.text, "tier": row.tier,
+            "position": row.position, "deleted": row.deleted_at is not None,
+            "reason": row.delete_reason}
+
+
+def _record(version, row, user, op, before, now) -> None:
+    CheckEdit.objects.create(version=version, check_row=row, editor=user, op=op, before=before,
+                             after=_snapshot(row) if row is not None else None,
+                             revision=version.revision, at=now)
+
+
+def _clean_check_text(text: Any) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidInput("text is required: a check a judge can read on its own.", "text")
+    text = " ".join(text.split())
+    if len(text) > MAX_CHECK_TEXT:
+        raise InvalidInput(f"text is longer than {MAX_CHECK_TEXT} characters.", "text")
+    return text
+
+
+def _clean_tier(tier: Any) -> str:
+    if tier not in TIERS:
+        raise InvalidInput(f"tier must be one of {', '.join(TIERS)}.", "tier")
+    return tier
+
+
+@transaction.atomic
+def check_edit_text(*, user, version_id: int, check_pk: int, text: str, revision: Any,
+                    now: datetime | None = None) -> RubricCheck:
+    now = now or timezone.now()
+    text = _clean_check_text(text)
+    version = _editable(user, version_id, revision, now)
+    row = _row(version, check_pk)
+    before = _snapshot(row)
+    row.text = text
+    if row.origin == Origin.COMPILED:
+        row.origin = Origin.EDITED
+    row.save(update_fields=["text", "origin"])
+    _record(version, row, user, CheckEdit.Op.EDIT, before, now)
+    return row
+
+
+@transaction.atomic
+def check_retier(*, user, version_id: int, check_pk: int, tier: str, revision: Any,
+                 now: datetime | None = None) -> RubricCheck:
+    now = now or timezone.now()
+    tier = _clean_tier(tier)
+    version = _editable(user, version_id, revision, now)
+    row = _row(version, check_pk)
+    before = _snapshot(row)
+    row.tier = tier
+    if row.origin == Origin.COMPILED:
+        row.origin = Origin.EDITED
+    row.save(update_fields=["tier", "origin"])
+    _record(version, row, user, CheckEdit.Op.RETIER, before, now)
+    return row
+
+
+@transaction.atomic
+def check_delete(*, user, version_id: int, check_pk: int, reason: str, revision: Any,
+                 now: datetime | None = None) -> RubricCheck:
+    now = now or timezone.now()
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidInput("reason is required: say why this check goes.", "reason")
+    version = _editable(user, version_id, revision, now)
+    row = _row(version, check_pk)
+    if row.deleted_at is not None:
+        raise Conflict("This check is deleted already.")
+    before = _snapshot(row)
+    row.deleted_at, row.delete_reason = now, reason.strip()
+    row.save(update_fields=["deleted_at", "delete_reason"])
+    _record(version, row, user, CheckEdit.Op.DELETE, before, now)
+    return row
+
+
+@transaction.atomic
+def check_restore(*, user, version_id: int, check_pk: int, revision: Any,
+                  now: datetime | None = None) -> RubricCheck:
+    now = now or timezone.now()
+    version = _editable(user, version_id, revision, now)
+    row = _row(version, check_pk)
+    if row.deleted_at is None:
+        raise Conflict("This check is not deleted.")
+    before = _snapshot(row)
+    row.deleted_at, row.delete_reason = None, ""
+    row.save(update_fields=["deleted_at", "delete_reason"])
+    _record(version, row, user, CheckEdit.Op.RESTORE, before, now)
+    return row
+
+
+@transaction.atomic
+def check_add(*, user, version_id: int, text: str, tier: str, revision: Any,
+              source: str = "", after_check_pk: Any = None,
+              now: datetime | None = None) -> RubricCheck:
+    """A check added by hand, optionally linked to a meta item, placed after a given check
+    (or at the end)."""
+    now = now or timezone.now()
+    text, tier = _clean_check_text(text), _clean_tier(tier)
+    version = _editable(user, version_id, revision, now)
+    source = (source or "").strip()
+    if source and source not in meta_ids(version.meta_rubric):
+        raise InvalidInput(f"source {source!r} is no item or meta-insight of the meta-rubric.",
+                           "source")
+    rows = list(version.checks.order_by("position"))
+    if after_check_pk not in (None, ""):
+        anchor = _row(version, after_check_pk)
+        position = anchor.position + 1
+    else:
+        position = (rows[-1].position + 1) if rows else 1
+    RubricCheck.objects.filter(version=version, position__gte=position).update(
+        position=F("position") + 1
+    )
+    added = [r.check_id for r in rows if r.origin == Origin.ADDED]
+    number = 1 + max((int(cid[1:]) for cid in added if cid[1:].isdigit()), default=0)
+    row = RubricCheck.objects.create(
+        version=version, position=position, check_id=f"H{number}", kind="added",
+        tier=tier, secondary=False, source=source, rule="", origin=Origin.ADDED, text=text,
+        snippets=_item_snippets(version.meta_rubric, source),
+    )
+    _record(version, row, user, CheckEdit.Op.ADD, None, now)
+    return row
+
+
+@transaction.atomic
+def check_move(*, user, version_id: int, check_pk: int, to_position: Any, revision: Any,
+               now: datetime | None = None) -> RubricCheck:
+    now = now or timezone.now()
+    version = _editable(user, version_id, revision, now)
+    row = _row(version, check_pk)
+    rows = list(version.checks.order_by("position"))
+    try:
+        target = int(to_position)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput("to_position must be a position in the list.", "to_position") from exc
+    target = max(1, min(target, len(rows)))
+    before = _snapshot(row)
+    ordered = [r for r in rows if r.pk != row.pk]
+    ordered.insert(target - 1, row)
+    changed = []
+    for position, item in enumerate(ordered, start=1):
+        if item.position != position:
+            item.position = position
+            changed.append(item)
+    # Positions are not unique in the schema, so a bulk update needs no shuffle.
+    RubricCheck.objects.bulk_update(changed, ["position"])
+    _record(version, row, user, CheckEdit.Op.MOVE, before, now)
+    return row
+
+
+@transaction.atomic
+def revision_complete(*, user, version_id: int, revision: Any,
+                      now: datetime | None = None) -> RubricVersion:
+    """Freeze the draft: it becomes the rubric's current version and the rubric moves on."""
+    now = now or timezone.now()
+    version = _editable(user, version_id, revision, now)
+    if not version.checks.filter(deleted_at__isnull=True).exists():
+        raise InvalidInput("A rubric needs at least one check.", None)
+    RubricVersion.objects.filter(pk=version.pk).update(frozen_at=now, made_by=user)
+    version.frozen_at, version.made_by = now, user
+    RevisionClaim.objects.filter(version=version).delete()
+    _record(version, None, user, CheckEdit.Op.COMPLETE, None, now)
+    return version
+
+
+# --- reading the two sides ------------------------------------------------------------------
+
+
+def meta_items(meta: dict) -> list[dict]:
+    return list(meta.get("items", []))
+
+
+def meta_ids(meta: dict) -> set[str]:
+    ids = set()
+    for item in meta_items(meta):
+        ids.add(item["id"])
+        ids.update(insight["id"] for insight in item.get("meta_insights", []) or [])
+    return ids
+
+
+def _item_snippets(meta: dict, source: str) -> list[str]:
+    for item in meta_items(meta):
+        if item["id"] == source:
+            return list(item.get("snippets", []))
+        for insight in item.get("meta_insights", []) or []:
+            if insight["id"] == source:
+                return list(insight.get("snippets") or item.get("snippets", []))
+    return []
+
+
+@dataclass
+class Disagreement:
+    kind: str
+    message: str
+    source: str = ""
+    check_ids: list[str] = field(default_factory=list)
+
+
+def rubric_warnings(meta: dict, rows: list[RubricCheck]) -> list[Disagreement]:
+    """Where the checklist and its meta-rubric disagree."""
+    live = [r for r in rows if r.deleted_at is None]
+    deleted = {r.check_id for r in rows if r.deleted_at is not None}
+    by_source: dict[str, list[RubricCheck]] = {}
+    for row in live:
+        by_source.setdefault(row.source, []).append(row)
+    expected = {c.id: c for c in _compiled(meta)}
+    warnings: list[Disagreement] = []
+    for item in meta_items(meta):
+        ids = [item["id"], *(i["id"] for i in item.get("meta_insights", []) or [])]
+        for source in ids:
+            if source not in by_source:
+                warnings.append(Disagreement("uncovered", f"{source}: no check remains for this "
+                                         "meta item.", source))
+        if item["type"] == "strict_list":
+            missing = [item["items"][k - 1] for k in range(1, len(item["items"]) + 1)
+                       if f"{item['id']}.item{k}" in deleted]
+            if missing:
+                warnings.append(Disagreement(
+                    "strict_list", f"{item['id']}: the strict list is missing "
+                    + "; ".join(missing) + " (every item is required).", item["id"]))
+        if item["type"] == "process":
+            gone = [k for k in range(1, len(item["steps"]) + 1)
+                    if f"{item['id']}.step{k}" in deleted]
+            sequences = [r for r in by_source.get(item["id"], []) if r.kind == "sequence"]
+            if gone and sequences:
+                warnings.append(Disagreement(
+                    "sequence", f"{item['id']}: a sequence check still orders steps whose step "
+                    f"checks were deleted ({', '.join(f'step {k}' for k in gone)}).",
+                    item["id"], [r.check_id for r in sequences]))
+    known = meta_ids(meta)
+    for row in live:
+        if row.source and row.source not in known:
+            warnings.append(Disagreement("orphan", f"{row.check_id}: its meta item {row.source} is "
+                                     "not in the meta-rubric.", row.source, [row.check_id]))
+        compiled = expected.get(row.check_id)
+        if compiled is not None and row.origin != Origin.ADDED and compiled.tier != row.tier:
+            warnings.append(Disagreement(
+                "tier", f"{row.check_id}: tier {row.tier}, but its meta item's rule gives "
+                f"{compiled.tier}.", row.source, [row.check_id]))
+    return warnings
+
+
+def _compiled(meta: dict) -> list[compiler.Check]:
+    try:
+        return compiler.compile_document(meta)
+    except compiler.MetaRubricInvalid:
+        return []
+
+
+@dataclass
+class VersionDiff:
+    added: list[RubricCheck] = field(default_factory=list)
+    removed: list[RubricCheck] = field(default_factory=list)
+    changed: list[tuple[RubricCheck, RubricCheck]] = field(default_factory=list)
+    retiered: list[tuple[RubricCheck, RubricCheck]] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.changed or self.retiered)
+
+
+def version_diff(old_rows: list[RubricCheck], new_rows: list[RubricCheck]) -> VersionDiff:
+    """Checks matched by id: added, removed, changed text, changed tier."""
+    old = {r.check_id: r for r in old_rows if r.deleted_at is None}
+    new = {r.check_id: r for r in new_rows if r.deleted_at is None}
+    diff = VersionDiff()
+    for check_id, row in new.items():
+        before = old.get(check_id)
+        if before is None:
+            diff.added.append(row)
+            continue
+        if before.text != row.text:
+            diff.changed.append((before, row))
+        if before.tier != row.tier:
+            diff.retiered.append((before, row))
+    diff.removed = [row for check_id, row in old.items() if check_id not in new]
+    return diff
+
+
+# --- upstream corrections -------------------------------------------------------------------
+
+
+@transaction.atomic
+def question_correct(*, user, question_id: int, field_name: str, value: str, reason: str,
+                     now: datetime | None = None) -> QuestionCorrection:
+    """Correct the ground-truth entity or the wording of a question, with a reason."""
+    now = now or timezone.now()
+    if not access.is_admin(user):
+        raise NotAllowed("Only admins correct questions.")
+    if field_name not in (QuestionCorrection.Field.ENTITY, QuestionCorrection.Field.TEXT):
+        raise InvalidInput("field must be entity or text.", "field")
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput("value is required.", "value")
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidInput("reason is required.", "reason")
+    question = FinalQuestion.objects.select_for_update().select_related("image").filter(
+        pk=question_id).first()
+    if question is None:
+        raise NotFound(f"There is no question {question_id}.")
+    value = " ".join(value.split())
+    if field_name == QuestionCorrection.Field.ENTITY:
+        old = question.image.entity
+        if old == value:
+            raise InvalidInput("The entity is that already.", "value")
+        question.image.entity = value
+        question.image.save(update_fields=["entity"])
+    else:
+        old = question.text
+        if old == value:
+            raise InvalidInput("The question reads that already.", "value")
+        question.text = value
+        question.save(update_fields=["text"])
+    correction = QuestionCorrection.objects.create(
+        question=question, field=field_name, old_value=old, new_value=value,
+        reason=reason.strip(), made_by=user, at=now)
+    AuditEvent.objects.create(actor=user, action=f"question.correct.{field_name}",
+                              image_id=question.image_id,
+                              data={"old": old, "new": value, "reason": reason.strip()}, at=now)
+    return correction
+
+
+@transaction.atomic
+def question_drop(*, user, question_id: int, reason: str, restore: bool = False,
+                  now: datetime | None = None) -> QuestionCorrection:
+    """Drop a question for which no sound rubric can be produced (it leaves the export and
+    judging), or restore it."""
+    now = now or timezone.now()
+    if not access.is_admin(user):
+        raise NotAllowed("Only admins drop or restore questions.")
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidInput("reason is required.", "reason")
+    question = FinalQuestion.objects.select_for_update().filter(pk=question_id).first()
+    if question is None:
+        raise NotFound(f"There is no question {question_id}.")
+    if restore and question.dropped_at is None:
+        raise Conflict("This question is not dropped.")
+    if not restore and question.dropped_at is not None:
+        raise Conflict("This question is dropped already.")
+    question.dropped_at = None if restore else now
+    question.drop_reason = "" if restore else reason.strip()
+    question.save(update_fields=["dropped_at", "drop_reason"])
+    field_name = QuestionCorrection.Field.RESTORE if restore else QuestionCorrection.Field.DROP
+    AuditEvent.objects.create(actor=user, action=f"question.{field_name}",
+                              image_id=question.image_id, data={"reason": reason.strip()},
+                              at=now)
+    return QuestionCorrection.objects.create(question=question, field=field_name,
+                                             reason=reason.strip(), made_by=user, at=now)
+
