@@ -109,7 +109,7 @@ def test_edits_keep_provenance_and_history(dave, draft):
                              text="The response names the dish as beef bourguignon.", revision=0)
     services.check_retier(user=dave, version_id=draft.pk, check_pk=second.pk, tier="valuable",
                           revision=1)
-    added = services.check_add(user=dave, version_id=draft.pk, text="Mentions Burgundy.",
+    services.check_add(user=dave, version_id=draft.pk, text="Mentions Burgundy.",
                                tier="context", source="I1", after_check_pk=first.pk, revision=2)
     services.check_delete(user=dave, version_id=draft.pk, check_pk=second.pk,
                           reason="duplicates I1", revision=3)
