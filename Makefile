@@ -25,7 +25,7 @@ lock:
 	uv pip compile pyproject.toml --extra dev --python-version 3.11 --generate-hashes -o requirements.lock
 
 bench-review: $(BIN)/.installed
-	$(BIN)/python bench/review_load.py
+	bench/run_review_bench.sh
 
 clean:
 	rm -rf var/ $(VENV)

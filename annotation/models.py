@@ -179,7 +179,11 @@ class Candidate(models.Model):
 
     class Meta:
         ordering = ["id"]
-        indexes = [models.Index(fields=["status", "round", "id"])]
+        indexes = [
+            # The review claim walks open candidates in id order; without this partial index
+            # it walks every resolved candidate first (measured: bench/README.md).
+            models.Index(fields=["id"], condition=Q(status="open"), name="candidate_open_id"),
+        ]
 
     def __str__(self) -> str:
         return f"candidate {self.pk} ({self.status})"
@@ -251,7 +255,11 @@ class Review(models.Model):
                 name="review_revised_text_iff_revise",
             ),
         ]
-        indexes = [models.Index(fields=["annotator", "created_at"])]
+        indexes = [
+            models.Index(fields=["annotator", "created_at"]),
+            # "not reviewed by me" in every claim
+            models.Index(fields=["annotator", "candidate"], name="review_annotator_candidate"),
+        ]
 
     def __str__(self) -> str:
         return f"review {self.pk}: {self.decision} on {self.candidate_id}"

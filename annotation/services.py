@@ -217,6 +217,7 @@ def review_claim(*, user, now: datetime | None = None) -> Claimed | None:
             .alias(n_taken=_count(Review.objects.filter(candidate=OuterRef("pk")))
                    + _count(others_claims))
             .filter(n_taken__lt=2)
+            .select_related("image")
             .order_by("id")
         )
         if connection.vendor == "postgresql":
@@ -231,14 +232,15 @@ def review_claim(*, user, now: datetime | None = None) -> Claimed | None:
             if _slots_taken(candidate, user, now) >= 2:
                 passed.append(candidate.pk)
                 continue
-            ReviewClaim.objects.update_or_create(
-                candidate=candidate,
-                annotator=user,
-                defaults={"expires_at": expires_at, "created_at": now},
+            # One INSERT ... ON CONFLICT: an expired claim of this person's is renewed.
+            ReviewClaim.objects.bulk_create(
+                [ReviewClaim(candidate=candidate, annotator=user, expires_at=expires_at,
+                             created_at=now)],
+                update_conflicts=True,
+                unique_fields=["candidate", "annotator"],
+                update_fields=["expires_at", "created_at"],
             )
-            return Claimed(
-                Candidate.objects.select_related("image").get(pk=candidate.pk), expires_at
-            )
+            return Claimed(candidate, expires_at)
     return None
 
 

@@ -23,6 +23,8 @@ from django.utils.html import escape
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods, require_POST
 
+from rubrics.services import revision_queue
+
 from . import access, services
 from .agreement import agreement_report
 from .importing import ImportProblems, import_from_upload
@@ -132,6 +134,8 @@ def home(request: HttpRequest) -> HttpResponse:
                 created_at__gte=timezone.now() - timedelta(hours=24)
             ).count(),
         }
+    if access.RUBRIC_REVISER in access.roles(user):
+        context["reviser"] = {"waiting": len(revision_queue())}
     if access.is_admin(user):
         context["admin"] = _pipeline_counts()
     return render(request, "annotation/home.html", context)

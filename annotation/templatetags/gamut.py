@@ -21,3 +21,8 @@ def percent(value) -> str:
 @register.filter
 def num(value, digits: int = 2) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
+
+
+@register.filter
+def get(mapping: dict, key):
+    return mapping.get(key, key)

@@ -66,7 +66,7 @@ def test_home_says_what_is_waiting(client, make_image, alice, bob, carol, dave, 
     login(client, carol)
     assert "disputed candidates waiting for you" in client.get("/").content.decode()
     login(client, dave)
-    assert "No rubric is waiting for you" in client.get("/").content.decode()
+    assert "0</strong> rubrics waiting for a human round" in client.get("/").content.decode()
     login(client, mallory)
     assert "no role in this project" in client.get("/").content.decode()
     login(client, root)

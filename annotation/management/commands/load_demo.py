@@ -60,7 +60,34 @@ class Command(BaseCommand):
             raise CommandError(f"demo photographs missing from scikit-image: {', '.join(missing)}")
         result = images_import(entries, actor=None, source=ImportBatch.Source.DEMO,
                                file_name="demo (scikit-image photographs)", demo=True)
+        rubric = self._demo_rubric()
         self.stdout.write(
             f"demo data: {len(created_users)} user(s) and {len(result.imported)} image(s) "
             f"created, {len(result.skipped)} image(s) already there"
+            + ("; a demo rubric created" if rubric else "")
         )
+
+    def _demo_rubric(self) -> bool:
+        """One demo question with a demo meta-rubric waiting for a human round, made through the
+        same services as real work (two acceptances, a promotion, a rubric version)."""
+        from annotation import services
+        from annotation.models import Candidate, FinalQuestion
+        from rubrics.demo import DEMO_META_RUBRIC, DEMO_QUESTION, DEMO_SOURCE_ID
+        from rubrics.models import Stage
+        from rubrics.services import rubric_version_create
+
+        if FinalQuestion.objects.filter(image__source_id=DEMO_SOURCE_ID).exists():
+            return False
+        candidate = Candidate.objects.get(image__source_id=DEMO_SOURCE_ID, text=DEMO_QUESTION)
+        if candidate.status != "open" or candidate.reviews.exists():
+            self.stdout.write("demo rubric skipped: the demo cappuccino question has been "
+                              "reviewed by hand already")
+            return False
+        erin, bob, admin = (User.objects.get(username=name) for name in ("erin", "bob", "admin"))
+        for annotator in (erin, bob):
+            services.review_submit(user=annotator, candidate_id=candidate.pk,
+                                   decision="accept", comment="demo review")
+        question = services.final_question_promote(user=admin, candidate_id=candidate.pk)
+        rubric_version_create(question=question, meta_document=DEMO_META_RUBRIC,
+                              stage=Stage.LLM_REFINED_1, made_by_model="demo data")
+        return True
