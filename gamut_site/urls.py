@@ -5,6 +5,8 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from annotation import api, views
+from rubrics import api as rubrics_api
+from rubrics import views as rubric_views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -21,6 +23,23 @@ urlpatterns = [
     path("images/<str:source_id>/photo", views.image_file, name="image_file"),
     path("candidates/<int:candidate_id>/promote/", views.candidate_promote,
          name="candidate_promote"),
+    path("rubrics/", rubric_views.queue, name="rubrics_queue"),
+    path("rubrics/claim/", rubric_views.claim, name="rubrics_claim"),
+    path("rubrics/versions/<int:version_id>/", rubric_views.workspace, name="rubric_workspace"),
+    path("rubrics/versions/<int:version_id>/checks/add/", rubric_views.check_add,
+         name="rubric_check_add"),
+    path("rubrics/versions/<int:version_id>/checks/<int:check_pk>/text/",
+         rubric_views.check_text, name="rubric_check_text"),
+    path("rubrics/versions/<int:version_id>/checks/<int:check_pk>/tier/",
+         rubric_views.check_tier, name="rubric_check_tier"),
+    path("rubrics/versions/<int:version_id>/checks/<int:check_pk>/delete/",
+         rubric_views.check_delete, name="rubric_check_delete"),
+    path("rubrics/versions/<int:version_id>/checks/<int:check_pk>/restore/",
+         rubric_views.check_restore, name="rubric_check_restore"),
+    path("rubrics/versions/<int:version_id>/checks/<int:check_pk>/move/",
+         rubric_views.check_move, name="rubric_check_move"),
+    path("rubrics/versions/<int:version_id>/complete/", rubric_views.complete,
+         name="rubric_complete"),
     # API
     path("api/review/claim/", api.review_claim, name="api_review_claim"),
     path("api/candidates/<int:candidate_id>/", api.candidate_detail, name="api_candidate"),
@@ -31,6 +50,7 @@ urlpatterns = [
          name="api_adjudication_create"),
     path("api/images/import/", api.images_import, name="api_images_import"),
     path("api/images/<str:source_id>/", api.image_detail, name="api_image"),
+    path("api/benchmark/export/", rubrics_api.benchmark_export, name="api_benchmark_export"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # Swagger UI (served from the sidecar wheel) styles itself inline; its page alone allows that.
     path("api/docs/", csp_update({"style-src": ["'unsafe-inline'"]})(

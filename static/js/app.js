@@ -56,11 +56,132 @@
     if (img) img.closest("figure").classList.toggle("zoomed");
   }
 
+  // --- the rubric workspace: move between checks, edit, re-tier, delete, move, add ---------
+  let focusedCheck = null; // data-check of the check that had the focus, kept across swaps
+
+  function checks() {
+    return Array.from(document.querySelectorAll("#checklist li.check"));
+  }
+
+  function currentCheck() {
+    const active = document.activeElement && document.activeElement.closest("li.check");
+    return active || checks().find((c) => c.dataset.check === focusedCheck) || null;
+  }
+
+  function focusCheck(check) {
+    if (!check) return;
+    check.focus();
+    check.scrollIntoView({block: "nearest"});
+    focusedCheck = check.dataset.check;
+  }
+
+  function workspaceKey(event) {
+    const key = event.key;
+    const target = event.target;
+    if (typing(target)) {
+      const form = target.form;
+      if (key === "Escape") {
+        if (form && form.classList.contains("edit-text")) form.hidden = true;
+        focusCheck(target.closest("li.check"));
+      } else if (key === "Enter" && !event.shiftKey && target.tagName === "TEXTAREA" && form) {
+        event.preventDefault();
+        form.requestSubmit();
+      }
+      return;
+    }
+    const list = checks();
+    const check = currentCheck();
+    const index = check ? list.indexOf(check) : -1;
+    if (key === "j" || key === "ArrowDown") {
+      event.preventDefault();
+      focusCheck(list[Math.min(index + 1, list.length - 1)]);
+    } else if (key === "k" || key === "ArrowUp") {
+      event.preventDefault();
+      focusCheck(list[Math.max(index - 1, 0)]);
+    } else if (key === "a") {
+      event.preventDefault();
+      const add = document.getElementById("add-check");
+      if (add) {
+        add.querySelector('input[name="after"]').value = "";
+        add.querySelector("textarea").focus();
+      }
+    } else if (!check) {
+      return;
+    } else if (key === "e" || key === "Enter") {
+      event.preventDefault();
+      const form = check.querySelector("form.edit-text");
+      if (form) {
+        form.hidden = false;
+        const area = form.querySelector("textarea");
+        area.focus();
+        area.setSelectionRange(area.value.length, area.value.length);
+      }
+    } else if (key === "1" || key === "2" || key === "3") {
+      const button = check.querySelector('[data-tier-key="' + key + '"]');
+      if (button && !button.disabled) {
+        event.preventDefault();
+        focusedCheck = check.dataset.check;
+        button.form.requestSubmit();
+      }
+    } else if (key === "x" || key === "Delete") {
+      event.preventDefault();
+      focusedCheck = check.dataset.check;
+      const reason = check.querySelector('form.delete input[name="reason"]');
+      if (reason) reason.focus();
+    } else if (key === "[" || key === "]") {
+      const button = check.querySelector('[data-move="' + (key === "[" ? "up" : "down") + '"]');
+      if (button) {
+        event.preventDefault();
+        focusedCheck = check.dataset.check;
+        button.form.requestSubmit();
+      }
+    }
+  }
+
+  document.addEventListener("focusin", function (event) {
+    const check = event.target.closest && event.target.closest("#checklist li.check");
+    if (check) focusedCheck = check.dataset.check;
+  });
+
+  // After a save, the checklist is new HTML: give the focus back to the same check.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    if (event.detail.target && event.detail.target.id === "checklist" ||
+        document.getElementById("checklist")) {
+      const again = checks().find((c) => c.dataset.check === focusedCheck);
+      if (again) focusCheck(again);
+    }
+  });
+
+  document.addEventListener("click", function (event) {
+    const cancel = event.target.closest("[data-cancel]");
+    if (cancel) {
+      cancel.form.hidden = true;
+      focusCheck(cancel.closest("li.check"));
+    }
+    const text = event.target.closest("#checklist .check-text");
+    if (text) {
+      const form = text.closest("li.check").querySelector("form.edit-text");
+      if (form) {
+        form.hidden = false;
+        form.querySelector("textarea").focus();
+      }
+    }
+  });
+
   document.addEventListener("keydown", function (event) {
     const root = panel();
     if (!root || event.ctrlKey || event.metaKey || event.altKey) return;
     const dialog = document.getElementById("keys-help");
     if (dialog && dialog.open) return; // the dialog closes itself on Esc
+    if (root.dataset.shortcuts === "workspace") {
+      if (event.key === "?" && !typing(event.target)) {
+        event.preventDefault();
+        if (dialog) dialog.showModal();
+        return;
+      }
+      workspaceKey(event);
+      return;
+    }
     const form = root.querySelector("form");
     const key = event.key;
     if (typing(event.target)) {

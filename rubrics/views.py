@@ -1,0 +1,222 @@
+"""The rubric revision workspace: a queue of rubrics waiting for a human round, and the page
+where a reviser edits the binary checklist beside its meta-rubric.
+
+Every edit is one POST carrying the version's `revision`; htmx requests get the checklist
+partial back (409 with the current state when the revision was stale), plain posts get
+post-redirect-get.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from annotation.services import ReviewError
+
+from . import services
+from .compiler import TIERS
+from .models import Origin, RevisionClaim, RubricCheck, RubricVersion
+
+TIER_LABELS = {"answer_critical": "Answer-critical", "valuable": "Valuable",
+               "context": "Context"}
+TYPE_ORDER = [("fact", "Facts"), ("strict_list", "Strict lists"),
+              ("flexible_list", "Flexible lists"), ("process", "Processes"),
+              ("relationship", "Relationships")]
+
+
+def _require_reviser(request: HttpRequest) -> None:
+    if not services.is_reviser(request.user):
+        raise PermissionDenied("This page is for rubric revisers.")
+
+
+@login_required
+def queue(request: HttpRequest) -> HttpResponse:
+    _require_reviser(request)
+    held = (RevisionClaim.objects.filter(reviser=request.user,
+                                         version__frozen_at__isnull=True)
+            .select_related("version__rubric__question__image").first())
+    waiting = services.revision_queue()
+    return render(request, "rubrics/queue.html", {
+        "held": held, "waiting": len(waiting),
+        "done": RubricVersion.objects.filter(made_by=request.user,
+                                             frozen_at__isnull=False).count(),
+    })
+
+
+@login_required
+@require_POST
+def claim(request: HttpRequest) -> HttpResponse:
+    _require_reviser(request)
+    version = services.revision_claim(user=request.user)
+    if version is None:
+        messages.info(request, "No rubric is waiting for a human round.")
+        return redirect("rubrics_queue")
+    return redirect("rubric_workspace", version_id=version.pk)
+
+
+def _version(version_id: int) -> RubricVersion:
+    return get_object_or_404(
+        RubricVersion.objects.select_related("rubric__question__image", "parent"),
+        pk=version_id,
+    )
+
+
+def _scaffold(meta: dict) -> list[tuple[str, list[dict]]]:
+    """The meta-rubric's items grouped by type, each with its snippets looked up."""
+    snippets = {s["id"]: s for s in meta.get("snippets", [])}
+    groups: dict[str, list[dict]] = {key: [] for key, _ in TYPE_ORDER}
+    for item in meta.get("items", []):
+        shown = dict(item)
+        # "items" would read as dict.items in a template: members go under their own key.
+        shown["members"] = item.get("items", [])
+        shown["evidence"] = [snippets[s] for s in item.get("snippets", []) if s in snippets]
+        shown["insights"] = [
+            {**mi, "evidence": [snippets[s] for s in mi.get("snippets", []) if s in snippets]}
+            for mi in item.get("meta_insights", []) or []
+        ]
+        groups.setdefault(item["type"], []).append(shown)
+    return [(label, groups[key]) for key, label in TYPE_ORDER if groups.get(key)]
+
+
+def _workspace_context(version: RubricVersion, *, error: ReviewError | None = None,
+                       attempted: dict | None = None) -> dict:
+    rows = list(version.checks.order_by("position"))
+    live = [r for r in rows if r.deleted_at is None]
+    meta = version.meta_rubric
+    snippets = {s["id"]: s for s in meta.get("snippets", [])}
+    for row in rows:
+        row.evidence = [snippets[s] for s in row.snippets if s in snippets]
+    groups = [
+        {"tier": tier, "label": TIER_LABELS[tier], "checks": [r for r in live if r.tier == tier]}
+        for tier in TIERS
+    ]
+    parent_rows = list(version.parent.checks.all()) if version.parent else []
+    return {
+        "version": version,
+        "question": version.rubric.question,
+        "editable": version.frozen_at is None,
+        "groups": groups,
+        "deleted": [r for r in rows if r.deleted_at is not None],
+        "total": len(live),
+        "scaffold": _scaffold(meta),
+        "warnings": services.rubric_warnings(meta, rows),
+        "diff": services.version_diff(parent_rows, rows) if version.parent else None,
+        "tiers": [(str(n), tier, TIER_LABELS[tier]) for n, tier in enumerate(TIERS, start=1)],
+        "sources": sorted(services.meta_ids(meta)),
+        "error": error,
+        "attempted": attempted or {},
+        "origin_labels": dict(Origin.choices),
+    }
+
+
+@login_required
+def workspace(request: HttpRequest, version_id: int) -> HttpResponse:
+    _require_reviser(request)
+    version = _version(version_id)
+    return render(request, "rubrics/workspace.html", _workspace_context(version))
+
+
+def _edit(request: HttpRequest, version_id: int, action: Callable[..., object],
+          **fields) -> HttpResponse:
+    """Run one edit service; answer with the fresh checklist, or the current state and the
+    refusal (409 for a stale page) with what the person typed kept."""
+    _require_reviser(request)
+    try:
+        action(user=request.user, version_id=version_id,
+               revision=request.POST.get("revision"), **fields)
+    except ReviewError as exc:
+        if exc.status == 404:
+            raise Http404(exc.message) from exc
+        if not request.htmx:
+            messages.error(request, exc.message)
+            return redirect("rubric_workspace", version_id=version_id)
+        context = _workspace_context(_version(version_id), error=exc,
+                                     attempted={k: v for k, v in fields.items()
+                                                if isinstance(v, str)})
+        return render(request, "rubrics/workspace.html#checklist", context, status=exc.status)
+    if not request.htmx:
+        return redirect("rubric_workspace", version_id=version_id)
+    return render(request, "rubrics/workspace.html#checklist",
+                  _workspace_context(_version(version_id)))
+
+
+@login_required
+@require_POST
+def check_text(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
+    return _edit(request, version_id, services.check_edit_text, check_pk=check_pk,
+                 text=request.POST.get("text", ""))
+
+
+@login_required
+@require_POST
+def check_tier(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
+    return _edit(request, version_id, services.check_retier, check_pk=check_pk,
+                 tier=request.POST.get("tier", ""))
+
+
+@login_required
+@require_POST
+def check_delete(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
+    return _edit(request, version_id, services.check_delete, check_pk=check_pk,
+                 reason=request.POST.get("reason", ""))
+
+
+@login_required
+@require_POST
+def check_restore(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
+    return _edit(request, version_id, services.check_restore, check_pk=check_pk)
+
+
+@login_required
+@require_POST
+def check_move(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
+    """Up or down within its tier group: to the place of the neighbouring check of its tier."""
+    _require_reviser(request)
+    row = get_object_or_404(RubricCheck, version_id=version_id, pk=check_pk)
+    same_tier = RubricCheck.objects.filter(version_id=version_id, tier=row.tier,
+                                           deleted_at__isnull=True)
+    if request.POST.get("direction") == "up":
+        neighbour = same_tier.filter(position__lt=row.position).order_by("-position").first()
+    else:
+        neighbour = same_tier.filter(position__gt=row.position).order_by("position").first()
+    target = neighbour.position if neighbour else row.position
+    return _edit(request, version_id, services.check_move, check_pk=check_pk,
+                 to_position=target)
+
+
+@login_required
+@require_POST
+def check_add(request: HttpRequest, version_id: int) -> HttpResponse:
+    return _edit(request, version_id, services.check_add, text=request.POST.get("text", ""),
+                 tier=request.POST.get("tier", ""), source=request.POST.get("source", ""),
+                 after_check_pk=request.POST.get("after") or None)
+
+
+@login_required
+@require_POST
+def complete(request: HttpRequest, version_id: int) -> HttpResponse:
+    _require_reviser(request)
+    try:
+        version = services.revision_complete(user=request.user, version_id=version_id,
+                                             revision=request.POST.get("revision"))
+    except ReviewError as exc:
+        if exc.status == 404:
+            raise Http404(exc.message) from exc
+        messages.error(request, exc.message)
+        return redirect("rubric_workspace", version_id=version_id)
+    messages.success(request, f"Round complete: {version.rubric.question.image.source_id} "
+                              f"{version.get_stage_display()} is frozen.")
+    target = reverse("rubrics_queue")
+    if request.htmx:
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = target
+        return response
+    return redirect(target)
+
