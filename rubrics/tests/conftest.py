@@ -22,17 +22,18 @@ def meta() -> dict:
     return sample_meta()
 
 
-@pytest.fixture
-def question(db):
+def make_question(source_id: str = "img-1"):
     """A final question, made directly (stage 1 is tested elsewhere)."""
     from annotation.models import Candidate, CandidateStatus, FinalQuestion, Image
 
-    def make(source_id: str = "img-1"):
-        image = Image.objects.create(source_id=source_id, file=f"images/{source_id}.png",
-                                     entity="Beef bourguignon", domain="food", popularity="head")
-        candidate = Candidate.objects.create(image=image, text="What is this dish?",
-                                             origin="import", status=CandidateStatus.ACCEPTED)
-        return FinalQuestion.objects.create(image=image, candidate=candidate,
-                                            text=candidate.text, method="manual")
+    image = Image.objects.create(source_id=source_id, file=f"images/{source_id}.png",
+                                 entity="Beef bourguignon", domain="food", popularity="head")
+    candidate = Candidate.objects.create(image=image, text="What is this dish?",
+                                         origin="import", status=CandidateStatus.ACCEPTED)
+    return FinalQuestion.objects.create(image=image, candidate=candidate,
+                                        text=candidate.text, method="manual")
 
-    return make
+
+@pytest.fixture
+def question(db):
+    return make_question

@@ -1,0 +1,72 @@
+"""export_benchmark OUT_DIR: the benchmark as it stands, as files that hash the same each time."""
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, DjangoHelpFormatter
+from tqdm import tqdm
+
+from rubrics.exporting import ExportError, export_to_folder
+
+
+class _HelpFormatter(DjangoHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Django's option order, but the description keeps its line breaks."""
+
+
+class Command(BaseCommand):
+    help = """Export the benchmark as it stands into OUT_DIR.
+
+Writes:
+  gamut.jsonl    one line per question in the benchmark (a final question that
+                 is not dropped and whose rubric has a frozen version), sorted
+                 by source id: id, image, entity, domain, popularity, question,
+                 meta_rubric and checks (of the rubric's final version, with
+                 their snippets), rubric_stage
+  images/        the photos, named as gamut.jsonl names them
+  manifest.json  counts (questions, checks, checks per tier, questions per
+                 rubric stage, questions left out), each file's SHA-256 and the
+                 content hash (LC_ALL=C sha256sum gamut.jsonl images/* | sha256sum)
+
+Two exports of the same state are byte-identical. OUT_DIR must be new or empty
+unless --force. The export is written beside OUT_DIR first and renamed into
+place at the end, so a failed export leaves OUT_DIR as it was. Exit status 2
+when the export cannot be made."""
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        return super().create_parser(prog_name, subcommand, **kwargs)
+
+    def add_arguments(self, parser):
+        parser.add_argument("out_dir", type=Path, metavar="OUT_DIR",
+                            help="the folder to write (new or empty)")
+        parser.add_argument("--force", action="store_true",
+                            help="replace OUT_DIR and everything in it when it is not empty")
+        parser.add_argument(
+            "--progress", choices=["auto", "always", "never"], default="auto",
+            help="progress bar on stderr (auto: when stderr is a terminal)",
+        )
+
+    def handle(self, *args, out_dir: Path, force: bool, progress: str, **options):
+        show = {"auto": sys.stderr.isatty(), "always": True, "never": False}[progress]
+        try:
+            manifest = export_to_folder(
+                out_dir, force=force,
+                progress=lambda items: tqdm(items, desc="copying images", unit=" images",
+                                            disable=not show, file=sys.stderr),
+            )
+        except ExportError as exc:
+            raise CommandError(str(exc), returncode=2) from exc
+        counts = manifest.counts
+        tiers = ", ".join(f"{n} {tier}" for tier, n in counts["checks_per_tier"].items())
+        stages = ", ".join(f"{n} {stage}" for stage, n in
+                           counts["questions_per_rubric_stage"].items() if n)
+        left_out = counts["left_out"]
+        self.stdout.write(f"questions by rubric stage: {stages or 'none'}")
+        self.stdout.write(f"checks: {tiers}")
+        self.stdout.write(f"left out: {left_out['dropped']} dropped question(s), "
+                          f"{left_out['without_rubric']} without a finished rubric")
+        self.stdout.write(self.style.SUCCESS(
+            f"exported {counts['questions']} question(s) and {counts['checks']} check(s) to "
+            f"{out_dir}; content hash {manifest.content_hash}"))
