@@ -346,10 +346,16 @@ def export_to_folder(out_dir: Path, *, force: bool = False,
 def _check_target(out_dir: Path, force: bool) -> None:
     if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
         raise ExportError(f"{out_dir} exists and is not a folder; give a folder to export into.")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
-        raise ExportError(
-            f"{out_dir} is not empty; nothing was written. Give an empty or new folder, or "
-            "--force to replace this folder and everything in it with the export.")
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        if not force:
+            raise ExportError(
+                f"{out_dir} is not empty; nothing was written. Give an empty or new folder, or "
+                "--force to replace an earlier export in it.")
+        # --force replaces an earlier export, never some other folder given by mistake.
+        if not (out_dir / "manifest.json").is_file():
+            raise ExportError(
+                f"{out_dir} holds no manifest.json, so it is not an earlier export; nothing "
+                "was written. --force only replaces an earlier export.")
 
 
 def _make_readable(work: Path) -> None:

@@ -25,6 +25,7 @@ from annotation.services import Conflict, InvalidInput, NotAllowed, NotFound
 from . import compiler
 from .models import (
     HUMAN_ROUND_AFTER,
+    STAGE_ORDER,
     CheckEdit,
     Origin,
     RevisionClaim,
@@ -85,11 +86,23 @@ def rubric_version_create(
     now = now or timezone.now()
     if stage not in Stage.values or stage in (Stage.HUMAN_1, Stage.HUMAN_2):
         raise InvalidInput(f"stage must be an LLM stage or imported, not {stage!r}.", "stage")
+    # Read under a lock, not from the caller's copy: a drop may have happened since.
+    question = FinalQuestion.objects.select_for_update().get(pk=question.pk)
+    if question.dropped_at is not None:
+        raise Conflict("This question is dropped; restore it before giving it a rubric.")
     meta = compiler.validate(meta_document)
     checks = compiler.compile_rubric(meta)
     rubric, _ = Rubric.objects.get_or_create(question=question, defaults={"created_at": now})
-    if rubric.versions.filter(stage=stage).exists():
+    existing = list(rubric.versions.values_list("stage", "frozen_at"))
+    if any(s == stage for s, _ in existing):
         raise Conflict(f"This rubric has a {stage} version already.")
+    if any(frozen is None for _, frozen in existing):
+        raise Conflict("A human round of this rubric is in progress; wait for it to complete.")
+    rank = STAGE_ORDER.index(Stage(stage))
+    later = [s for s, _ in existing if STAGE_ORDER.index(Stage(s)) > rank]
+    if later:
+        # The latest version is the one in use: an earlier stage made now would replace it.
+        raise Conflict(f"This rubric has a later version ({', '.join(later)}) than {stage}.")
     version = RubricVersion.objects.create(
         rubric=rubric, stage=stage, parent=rubric.versions.order_by("-id").first(),
         meta_rubric=meta.model_dump(mode="json"), made_by=made_by,

@@ -343,6 +343,12 @@ def test_export_refuses_a_non_empty_folder_unless_forced(tmp_path, benchmark):
     assert "is not empty; nothing was written" in str(info.value)
     assert "--force" in str(info.value)
     assert files_of(out_dir) == {"notes.txt": b"keep me"}
+    # --force replaces an earlier export only, not a folder that never was one.
+    with pytest.raises(CommandError, match="not an earlier export"):
+        run_export(out_dir, "--force")
+    assert files_of(out_dir) == {"notes.txt": b"keep me"}
+    (out_dir / "notes.txt").unlink()
+    run_export(out_dir)
     run_export(out_dir, "--force")
     assert sorted(files_of(out_dir)) == ["gamut.jsonl", "images/a1.png", "images/b2.png",
                                          "manifest.json"]

@@ -263,3 +263,20 @@ def test_corrections_need_an_admin_and_a_reason(alice, root, question):
     with pytest.raises(InvalidInput):
         services.question_correct(user=root, question_id=q.pk, field_name="entity",
                                   value="X", reason=" ")
+
+
+def test_version_refused_for_dropped_questions_open_rounds_and_earlier_stages(
+    dave, root, refined, question, meta
+):
+    q = refined.rubric.question
+    with pytest.raises(Conflict, match="later version"):
+        services.rubric_version_create(question=q, meta_document=meta, stage=Stage.IMPORTED)
+    services.revision_claim(user=dave)
+    with pytest.raises(Conflict, match="in progress"):
+        services.rubric_version_create(question=q, meta_document=meta,
+                                       stage=Stage.LLM_REFINED_2)
+    other = question("img-2")
+    services.question_drop(user=root, question_id=other.pk, reason="no sound rubric")
+    with pytest.raises(Conflict, match="dropped"):
+        services.rubric_version_create(question=other, meta_document=meta,
+                                       stage=Stage.IMPORTED)
