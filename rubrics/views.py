@@ -138,8 +138,9 @@ def _edit(request: HttpRequest, version_id: int, action: Callable[..., object],
             messages.error(request, exc.message)
             return redirect("rubric_workspace", version_id=version_id)
         context = _workspace_context(_version(version_id), error=exc,
-                                     attempted={k: v for k, v in fields.items()
-                                                if isinstance(v, str)})
+                                     attempted={"action": action.__name__,
+                                                **{k: v for k, v in fields.items()
+                                                   if isinstance(v, str)}})
         return render(request, "rubrics/workspace.html#checklist", context, status=exc.status)
     if not request.htmx:
         return redirect("rubric_workspace", version_id=version_id)

@@ -138,18 +138,42 @@
     }
   }
 
+  // While a save is in flight, focus moves that the swap itself causes must not change which
+  // check the person is on.
+  let saving = false;
+
   document.addEventListener("focusin", function (event) {
     const check = event.target.closest && event.target.closest("#checklist li.check");
-    if (check) focusedCheck = check.dataset.check;
+    if (check && !saving) focusedCheck = check.dataset.check;
   });
 
-  // After a save, the checklist is new HTML: give the focus back to the same check.
-  document.addEventListener("htmx:afterSwap", function (event) {
-    if (event.detail.target && event.detail.target.id === "checklist" ||
-        document.getElementById("checklist")) {
-      const again = checks().find((c) => c.dataset.check === focusedCheck);
-      if (again) focusCheck(again);
-    }
+  document.addEventListener("htmx:beforeRequest", function () {
+    if (document.getElementById("checklist")) saving = true;
+  });
+
+  function restoreFocus() {
+    const again = checks().find((c) => c.dataset.check === focusedCheck);
+    if (again) focusCheck(again);
+  }
+
+  // After a save, the checklist is new HTML: give the focus back to the same check once htmx
+  // has settled it (htmx moves the focus itself while swapping).
+  // htmx:load fires on the new content itself, attached to the page (the swap events of an
+  // outerHTML swap fire on the element that was replaced, which no longer reaches document).
+  document.addEventListener("htmx:load", function (event) {
+    if (event.target.closest && event.target.closest("#checklist")) restoreFocus();
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (document.getElementById("checklist")) restoreFocus();
+  });
+  document.addEventListener("htmx:afterRequest", function () {
+    if (!saving) return;
+    // Once the swap and the settle that follow this request are done (htmx settles after
+    // 20 ms): the same check again, and focus moves count as the person's own from then on.
+    setTimeout(function () {
+      if (document.activeElement === document.body) restoreFocus();
+      saving = false;
+    }, 60);
   });
 
   document.addEventListener("click", function (event) {
@@ -265,7 +289,9 @@
       box.querySelector("textarea").disabled = !revising;
     }
   }
-  document.addEventListener("htmx:afterSwap", prepare);
+  document.addEventListener("htmx:load", function (event) {
+    if (event.target.matches && event.target.matches("[data-shortcuts]")) prepare();
+  });
   document.addEventListener("DOMContentLoaded", prepare);
 
   // Upload progress on the import page.
