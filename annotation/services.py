@@ -29,6 +29,7 @@ from .models import (
     CandidateStatus,
     Decision,
     FinalQuestion,
+    QuestionCorrection,
     Review,
     ReviewClaim,
 )
@@ -525,3 +526,74 @@ def final_question_promote(
         at=now,
     )
     return question
+
+
+# --- upstream corrections (admins) ---------------------------------------------------------
+
+
+@transaction.atomic
+def question_correct(*, user, question_id: int, field_name: str, value: str, reason: str,
+                     now: datetime | None = None) -> QuestionCorrection:
+    """Correct the ground-truth entity or the wording of a question, with a reason."""
+    now = now or timezone.now()
+    if not access.is_admin(user):
+        raise NotAllowed("Only admins correct questions.")
+    if field_name not in (QuestionCorrection.Field.ENTITY, QuestionCorrection.Field.TEXT):
+        raise InvalidInput("field must be entity or text.", "field")
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput("value is required.", "value")
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidInput("reason is required.", "reason")
+    question = FinalQuestion.objects.select_for_update().select_related("image").filter(
+        pk=question_id).first()
+    if question is None:
+        raise NotFound(f"There is no question {question_id}.")
+    value = " ".join(value.split())
+    if field_name == QuestionCorrection.Field.ENTITY:
+        old = question.image.entity
+        if old == value:
+            raise InvalidInput("The entity is that already.", "value")
+        question.image.entity = value
+        question.image.save(update_fields=["entity"])
+    else:
+        old = question.text
+        if old == value:
+            raise InvalidInput("The question reads that already.", "value")
+        question.text = value
+        question.save(update_fields=["text"])
+    correction = QuestionCorrection.objects.create(
+        question=question, field=field_name, old_value=old, new_value=value,
+        reason=reason.strip(), made_by=user, at=now)
+    AuditEvent.objects.create(actor=user, action=f"question.correct.{field_name}",
+                              image_id=question.image_id,
+                              data={"old": old, "new": value, "reason": reason.strip()}, at=now)
+    return correction
+
+
+@transaction.atomic
+def question_drop(*, user, question_id: int, reason: str, restore: bool = False,
+                  now: datetime | None = None) -> QuestionCorrection:
+    """Drop a question for which no sound rubric can be produced (it leaves the export and
+    judging), or restore it."""
+    now = now or timezone.now()
+    if not access.is_admin(user):
+        raise NotAllowed("Only admins drop or restore questions.")
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidInput("reason is required.", "reason")
+    question = FinalQuestion.objects.select_for_update().filter(pk=question_id).first()
+    if question is None:
+        raise NotFound(f"There is no question {question_id}.")
+    if restore and question.dropped_at is None:
+        raise Conflict("This question is not dropped.")
+    if not restore and question.dropped_at is not None:
+        raise Conflict("This question is dropped already.")
+    question.dropped_at = None if restore else now
+    question.drop_reason = "" if restore else reason.strip()
+    question.save(update_fields=["dropped_at", "drop_reason"])
+    field_name = QuestionCorrection.Field.RESTORE if restore else QuestionCorrection.Field.DROP
+    AuditEvent.objects.create(actor=user, action=f"question.{field_name}",
+                              image_id=question.image_id, data={"reason": reason.strip()},
+                              at=now)
+    return QuestionCorrection.objects.create(question=question, field=field_name,
+                                             reason=reason.strip(), made_by=user, at=now)
+

@@ -331,9 +331,11 @@ def image_page(request: HttpRequest, source_id: str) -> HttpResponse:
         .order_by("round", "id")
     )
     events = image.events.select_related("actor", "candidate").order_by("id")
+    question = FinalQuestion.objects.filter(image=image).first()
     return render(request, "annotation/image.html", {
         "image": image,
-        "question": FinalQuestion.objects.filter(image=image).first(),
+        "question": question,
+        "corrections": question.corrections.select_related("made_by") if question else [],
         "candidates": candidates,
         "events": events,
     })
@@ -352,6 +354,31 @@ def candidate_promote(request: HttpRequest, candidate_id: int) -> HttpResponse:
     else:
         messages.success(request, f"{question.image.source_id} now has its question.")
     return redirect(request.POST["next"] if _safe_next(request) else "pipeline")
+
+
+@login_required
+@require_POST
+def question_correct(request: HttpRequest, question_id: int) -> HttpResponse:
+    """Correct the ground-truth entity or the wording (field=entity|text), or drop or restore
+    the question (field=drop|restore), with a reason."""
+    _require(access.is_admin, request, "admins")
+    question = get_object_or_404(FinalQuestion.objects.select_related("image"), pk=question_id)
+    field_name = request.POST.get("field", "")
+    reason = request.POST.get("reason", "")
+    try:
+        if field_name in ("drop", "restore"):
+            services.question_drop(user=request.user, question_id=question.pk, reason=reason,
+                                   restore=field_name == "restore")
+        else:
+            services.question_correct(user=request.user, question_id=question.pk,
+                                      field_name=field_name,
+                                      value=request.POST.get("value", ""), reason=reason)
+    except services.ReviewError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, {"drop": "Question dropped.", "restore": "Question restored.",
+                                   }.get(field_name, "Correction saved."))
+    return redirect("image", source_id=question.image.source_id)
 
 
 def _safe_next(request: HttpRequest) -> bool:

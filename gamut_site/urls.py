@@ -21,6 +21,8 @@ urlpatterns = [
     path("import/", views.import_page, name="import"),
     path("images/<str:source_id>/", views.image_page, name="image"),
     path("images/<str:source_id>/photo", views.image_file, name="image_file"),
+    path("questions/<int:question_id>/correct/", views.question_correct,
+         name="question_correct"),
     path("candidates/<int:candidate_id>/promote/", views.candidate_promote,
          name="candidate_promote"),
     path("rubrics/", rubric_views.queue, name="rubrics_queue"),

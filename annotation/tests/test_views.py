@@ -308,3 +308,28 @@ def test_form_without_javascript_sends_the_box_and_still_works(client, make_imag
                 {"decision": "revise", "revised_text": "A better second question?"})
     assert list(Review.objects.order_by("id").values_list("decision", "revised_text")) == [
         ("accept", ""), ("revise", "A better second question?")]
+
+
+def test_admin_corrects_drops_and_restores_a_question(client, root, alice, bob, make_image):
+    _, (c,) = make_image()
+    services.review_submit(user=alice, candidate_id=c.pk, decision="accept")
+    services.review_submit(user=bob, candidate_id=c.pk, decision="accept")
+    question = services.final_question_promote(user=root, candidate_id=c.pk)
+    url = reverse("question_correct", args=[question.pk])
+    login(client, alice)
+    assert client.post(url, {"field": "drop", "reason": "x"}).status_code == 403
+    login(client, root)
+    client.post(url, {"field": "entity", "value": "Boeuf bourguignon", "reason": "typo"})
+    response = client.post(url, {"field": "drop", "reason": ""}, follow=True)
+    assert "reason is required" in response.content.decode()
+    client.post(url, {"field": "drop", "reason": "no sound rubric"})
+    question.refresh_from_db()
+    assert question.dropped_at is not None and question.image.entity == "Boeuf bourguignon"
+    page = client.get(reverse("image", args=["img-1"])).content.decode()
+    assert "Restore the question" in page and "no sound rubric" in page
+    assert "<del>Beef bourguignon</del> → Boeuf bourguignon" in page
+    client.post(url, {"field": "restore", "reason": "rubric found"})
+    question.refresh_from_db()
+    assert question.dropped_at is None
+    assert list(question.corrections.values_list("field", flat=True)) == [
+        "entity", "drop", "restore"]

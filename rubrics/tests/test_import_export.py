@@ -14,6 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
+from annotation import services as annotation_services
 from annotation.models import Candidate, CandidateStatus, FinalQuestion
 from rubrics import services
 from rubrics.models import Origin, RubricCheck, RubricVersion, Stage
@@ -107,7 +108,7 @@ def test_one_bad_line_fails_everything(tmp_path, capsys, question, root, make_im
     question("img-1")
     question("img-2")
     make_image("bare", texts=[])
-    services.question_drop(user=root, question_id=question("gone").pk,
+    annotation_services.question_drop(user=root, question_id=question("gone").pk,
                            reason="no sound rubric")
     services.rubric_version_create(question=question("done"), meta_document=document(fact()),
                                    stage=Stage.IMPORTED)
@@ -231,7 +232,7 @@ def benchmark(photo_question, root, dave):
         versions[source_id] = services.rubric_version_create(
             question=question, meta_document=meta, stage=Stage.IMPORTED, made_by_model="import")
     photo_question("d4", domain="landmarks", popularity="tail")
-    services.question_drop(user=root, question_id=versions["c3"].rubric.question_id,
+    annotation_services.question_drop(user=root, question_id=versions["c3"].rubric.question_id,
                            reason="no sound rubric")
     # a1: a complete human round with one edit and one deletion.
     draft = services.revision_claim(user=dave)
@@ -323,7 +324,7 @@ def test_two_exports_are_byte_identical(tmp_path, benchmark):
 
 def test_export_changes_when_the_benchmark_does(tmp_path, benchmark, root):
     run_export(tmp_path / "one")
-    services.question_drop(user=root, question_id=benchmark["b2"].rubric.question_id,
+    annotation_services.question_drop(user=root, question_id=benchmark["b2"].rubric.question_id,
                            reason="wrong entity")
     run_export(tmp_path / "two")
     assert [line["id"] for line in export_lines(tmp_path / "two")] == ["a1"]

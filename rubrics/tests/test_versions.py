@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from annotation import services as annotation_services
 from annotation.models import QuestionCorrection
 from annotation.services import Conflict, InvalidInput, NotAllowed
 from rubrics import services
@@ -234,9 +235,9 @@ def test_diff(dave, draft, refined):
 
 def test_corrections_are_kept(root, question):
     q = question()
-    services.question_correct(user=root, question_id=q.pk, field_name="entity",
+    annotation_services.question_correct(user=root, question_id=q.pk, field_name="entity",
                               value="Boeuf bourguignon", reason="the source mislabelled it")
-    services.question_correct(user=root, question_id=q.pk, field_name="text",
+    annotation_services.question_correct(user=root, question_id=q.pk, field_name="text",
                               value="Which dish is this?", reason="ambiguous referent")
     q.refresh_from_db()
     assert (q.image.entity, q.text) == ("Boeuf bourguignon", "Which dish is this?")
@@ -248,20 +249,21 @@ def test_corrections_are_kept(root, question):
 def test_drop_and_restore(root, dave, question, meta):
     q = question()
     services.rubric_version_create(question=q, meta_document=meta, stage=Stage.IMPORTED)
-    services.question_drop(user=root, question_id=q.pk, reason="no sound rubric")
+    annotation_services.question_drop(user=root, question_id=q.pk, reason="no sound rubric")
     assert services.revision_claim(user=dave) is None  # dropped: nothing to revise
     with pytest.raises(Conflict):
-        services.question_drop(user=root, question_id=q.pk, reason="again")
-    services.question_drop(user=root, question_id=q.pk, reason="fixed upstream", restore=True)
+        annotation_services.question_drop(user=root, question_id=q.pk, reason="again")
+    annotation_services.question_drop(user=root, question_id=q.pk, reason="fixed upstream",
+                                      restore=True)
     assert services.revision_claim(user=dave).stage == Stage.HUMAN_1
 
 
 def test_corrections_need_an_admin_and_a_reason(alice, root, question):
     q = question()
     with pytest.raises(NotAllowed):
-        services.question_drop(user=alice, question_id=q.pk, reason="x")
+        annotation_services.question_drop(user=alice, question_id=q.pk, reason="x")
     with pytest.raises(InvalidInput):
-        services.question_correct(user=root, question_id=q.pk, field_name="entity",
+        annotation_services.question_correct(user=root, question_id=q.pk, field_name="entity",
                                   value="X", reason=" ")
 
 
@@ -276,7 +278,7 @@ def test_version_refused_for_dropped_questions_open_rounds_and_earlier_stages(
         services.rubric_version_create(question=q, meta_document=meta,
                                        stage=Stage.LLM_REFINED_2)
     other = question("img-2")
-    services.question_drop(user=root, question_id=other.pk, reason="no sound rubric")
+    annotation_services.question_drop(user=root, question_id=other.pk, reason="no sound rubric")
     with pytest.raises(Conflict, match="dropped"):
         services.rubric_version_create(question=other, meta_document=meta,
                                        stage=Stage.IMPORTED)
