@@ -29,7 +29,7 @@ STAGE_ORDER = [
 ]
 HUMAN_STAGES = (Stage.HUMAN_1, Stage.HUMAN_2)
 # The human round that a version of this stage waits for (none: an LLM job comes first, or done).
-HUMAN_ROUND_AFTER = {
+HUMAN_ROUND_AFTER: dict[str, str] = {
     Stage.IMPORTED: Stage.HUMAN_1,
     Stage.LLM_REFINED_1: Stage.HUMAN_1,
     Stage.LLM_REFINED_2: Stage.HUMAN_2,
