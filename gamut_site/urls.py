@@ -27,6 +27,7 @@ urlpatterns = [
          name="candidate_promote"),
     path("rubrics/", rubric_views.queue, name="rubrics_queue"),
     path("rubrics/claim/", rubric_views.claim, name="rubrics_claim"),
+    path("rubrics/<int:rubric_id>/", rubric_views.history, name="rubric_history"),
     path("rubrics/versions/<int:version_id>/", rubric_views.workspace, name="rubric_workspace"),
     path("rubrics/versions/<int:version_id>/checks/add/", rubric_views.check_add,
          name="rubric_check_add"),

@@ -13,16 +13,18 @@ from collections.abc import Callable
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from annotation import access
 from annotation.services import ReviewError
 
 from . import services
 from .compiler import TIERS
-from .models import Origin, RevisionClaim, RubricCheck, RubricVersion
+from .models import Origin, RevisionClaim, Rubric, RubricCheck, RubricVersion
 
 TIER_LABELS = {"answer_critical": "Answer-critical", "valuable": "Valuable",
                "context": "Context"}
@@ -47,6 +49,28 @@ def queue(request: HttpRequest) -> HttpResponse:
         "held": held, "waiting": len(waiting),
         "done": RubricVersion.objects.filter(made_by=request.user,
                                              frozen_at__isnull=False).count(),
+    })
+
+
+@login_required
+def history(request: HttpRequest, rubric_id: int) -> HttpResponse:
+    """A rubric's versions, and the difference between any two of them (?a=ID&b=ID)."""
+    if not (services.is_reviser(request.user) or access.is_admin(request.user)):
+        raise PermissionDenied("This page is for rubric revisers and admins.")
+    rubric = get_object_or_404(Rubric.objects.select_related("question__image"), pk=rubric_id)
+    versions = list(rubric.versions.select_related("made_by").annotate(
+        n_checks=Count("checks", filter=Q(checks__deleted_at__isnull=True))).order_by("id"))
+    by_id = {str(v.pk): v for v in versions}
+    old = by_id.get(request.GET.get("a", ""))
+    new = by_id.get(request.GET.get("b", ""))
+    if old is None and new is None and len(versions) >= 2:
+        old, new = versions[-2], versions[-1]
+    diff = None
+    if old is not None and new is not None:
+        rows = {v.pk: list(v.checks.all()) for v in (old, new)}
+        diff = services.version_diff(rows[old.pk], rows[new.pk])
+    return render(request, "rubrics/history.html", {
+        "rubric": rubric, "versions": versions, "old": old, "new": new, "diff": diff,
     })
 
 
@@ -118,9 +142,13 @@ def _workspace_context(version: RubricVersion, *, error: ReviewError | None = No
 
 @login_required
 def workspace(request: HttpRequest, version_id: int) -> HttpResponse:
-    _require_reviser(request)
-    version = _version(version_id)
-    return render(request, "rubrics/workspace.html", _workspace_context(version))
+    """Revisers edit here; admins may look (read-only)."""
+    reviser = services.is_reviser(request.user)
+    if not (reviser or access.is_admin(request.user)):
+        raise PermissionDenied("This page is for rubric revisers and admins.")
+    context = _workspace_context(_version(version_id))
+    context["editable"] = context["editable"] and reviser
+    return render(request, "rubrics/workspace.html", context)
 
 
 def _edit(request: HttpRequest, version_id: int, action: Callable[..., object],

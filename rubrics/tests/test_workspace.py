@@ -26,10 +26,14 @@ def test_pages_are_for_revisers(client, draft, alice, root, mallory, dave):
     urls = [reverse("rubrics_queue"), reverse("rubric_workspace", args=[draft.pk])]
     for url in urls:
         assert client.get(url).status_code == 302  # anonymous: log in first
+    client.force_login(root)  # admins may look at a version, not edit it
+    page = client.get(urls[1]).content.decode()
+    assert 'data-testid="check-I1"' in page and "Complete this round" not in page
     for person in (alice, root, mallory):
         client.force_login(person)
-        for url in urls:
-            assert client.get(url).status_code == 403
+        assert client.get(urls[0]).status_code == 403
+        if person != root:
+            assert client.get(urls[1]).status_code == 403
         check = first_check(draft)
         response = client.post(reverse("rubric_check_text", args=[draft.pk, check.pk]),
                                {"text": "x", "revision": 0})
@@ -144,3 +148,19 @@ def test_scaffold_lists_strict_members_not_dict_items(client, dave, draft):
     page = client.get(reverse("rubric_workspace", args=[draft.pk])).content.decode()
     assert "strict · all 3" in page and "<li>red wine</li>" in page
     assert "(&#x27;type&#x27;, &#x27;fact&#x27;)" not in page
+
+
+def test_history_compares_any_two_versions(client, dave, draft, alice, root):
+    row = draft.checks.get(check_id="I1")
+    services.check_edit_text(user=dave, version_id=draft.pk, check_pk=row.pk,
+                             text="Changed by dave.", revision=0)
+    url = reverse("rubric_history", args=[draft.rubric_id])
+    client.force_login(alice)
+    assert client.get(url).status_code == 403
+    client.force_login(root)
+    page = client.get(url).content.decode()
+    assert "human round 1" in page and "in progress" in page
+    assert "<ins>Changed by dave.</ins>" in page  # latest two by default
+    first, last = draft.rubric.versions.order_by("id")[0], draft
+    page = client.get(url, {"a": first.pk, "b": last.pk}).content.decode()
+    assert 'data-testid="compare"' in page and "Changed by dave." in page
