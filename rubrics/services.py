@@ -9,6 +9,7 @@ each refused when the caller's `revision` is stale (optimistic locking), each ke
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -275,36 +276,49 @@ def _clean_tier(tier: Any) -> str:
     return tier
 
 
-@transaction.atomic
-def check_edit_text(*, user, version_id: int, check_pk: int, text: str, revision: Any,
-                    now: datetime | None = None) -> RubricCheck:
-    now = now or timezone.now()
-    text = _clean_check_text(text)
+def _change_row(user, version_id: int, check_pk: int, revision: Any, op: str,
+                apply: Callable[[RubricCheck], list[str]], now: datetime) -> RubricCheck:
+    """The common path of the one-check edits: lock and bump the draft, change the row (apply
+    returns the fields it set), save, and log the edit with the row before and after."""
     version = _editable(user, version_id, revision, now)
     row = _row(version, check_pk)
     before = _snapshot(row)
-    row.text = text
+    row.save(update_fields=apply(row))
+    _record(version, row, user, op, before, now)
+    return row
+
+
+def _by_hand(row: RubricCheck) -> list[str]:
+    """A compiled check changed by a person is "edited by hand" from then on."""
     if row.origin == Origin.COMPILED:
         row.origin = Origin.EDITED
-    row.save(update_fields=["text", "origin"])
-    _record(version, row, user, CheckEdit.Op.EDIT, before, now)
-    return row
+    return ["origin"]
+
+
+@transaction.atomic
+def check_edit_text(*, user, version_id: int, check_pk: int, text: str, revision: Any,
+                    now: datetime | None = None) -> RubricCheck:
+    text = _clean_check_text(text)
+
+    def apply(row: RubricCheck) -> list[str]:
+        row.text = text
+        return ["text", *_by_hand(row)]
+
+    return _change_row(user, version_id, check_pk, revision, CheckEdit.Op.EDIT, apply,
+                       now or timezone.now())
 
 
 @transaction.atomic
 def check_retier(*, user, version_id: int, check_pk: int, tier: str, revision: Any,
                  now: datetime | None = None) -> RubricCheck:
-    now = now or timezone.now()
     tier = _clean_tier(tier)
-    version = _editable(user, version_id, revision, now)
-    row = _row(version, check_pk)
-    before = _snapshot(row)
-    row.tier = tier
-    if row.origin == Origin.COMPILED:
-        row.origin = Origin.EDITED
-    row.save(update_fields=["tier", "origin"])
-    _record(version, row, user, CheckEdit.Op.RETIER, before, now)
-    return row
+
+    def apply(row: RubricCheck) -> list[str]:
+        row.tier = tier
+        return ["tier", *_by_hand(row)]
+
+    return _change_row(user, version_id, check_pk, revision, CheckEdit.Op.RETIER, apply,
+                       now or timezone.now())
 
 
 @transaction.atomic
@@ -313,30 +327,27 @@ def check_delete(*, user, version_id: int, check_pk: int, reason: str, revision:
     now = now or timezone.now()
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInput("reason is required: say why this check goes.", "reason")
-    version = _editable(user, version_id, revision, now)
-    row = _row(version, check_pk)
-    if row.deleted_at is not None:
-        raise Conflict("This check is deleted already.")
-    before = _snapshot(row)
-    row.deleted_at, row.delete_reason = now, reason.strip()
-    row.save(update_fields=["deleted_at", "delete_reason"])
-    _record(version, row, user, CheckEdit.Op.DELETE, before, now)
-    return row
+
+    def apply(row: RubricCheck) -> list[str]:
+        if row.deleted_at is not None:
+            raise Conflict("This check is deleted already.")
+        row.deleted_at, row.delete_reason = now, reason.strip()
+        return ["deleted_at", "delete_reason"]
+
+    return _change_row(user, version_id, check_pk, revision, CheckEdit.Op.DELETE, apply, now)
 
 
 @transaction.atomic
 def check_restore(*, user, version_id: int, check_pk: int, revision: Any,
                   now: datetime | None = None) -> RubricCheck:
-    now = now or timezone.now()
-    version = _editable(user, version_id, revision, now)
-    row = _row(version, check_pk)
-    if row.deleted_at is None:
-        raise Conflict("This check is not deleted.")
-    before = _snapshot(row)
-    row.deleted_at, row.delete_reason = None, ""
-    row.save(update_fields=["deleted_at", "delete_reason"])
-    _record(version, row, user, CheckEdit.Op.RESTORE, before, now)
-    return row
+    def apply(row: RubricCheck) -> list[str]:
+        if row.deleted_at is None:
+            raise Conflict("This check is not deleted.")
+        row.deleted_at, row.delete_reason = None, ""
+        return ["deleted_at", "delete_reason"]
+
+    return _change_row(user, version_id, check_pk, revision, CheckEdit.Op.RESTORE, apply,
+                       now or timezone.now())
 
 
 @transaction.atomic
