@@ -78,6 +78,7 @@ INSTALLED_APPS = [
     "csp",
     "annotation",
     "rubrics",
+    "llm",
 ]
 
 MIDDLEWARE = [
@@ -277,3 +278,18 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+
+# LLM gateway (llm/gateway.py). Keys and addresses come from the environment; the base URLs are
+# optional (proxies, local OpenAI-compatible servers, the fake servers of the tests).
+GEMINI_API_KEY = env("GEMINI_API_KEY", "") or ""
+GEMINI_BASE_URL = env("GEMINI_BASE_URL") or None
+OPENAI_API_KEY = env("OPENAI_API_KEY", "") or ""
+OPENAI_BASE_URL = env("OPENAI_BASE_URL") or None
+LLM_TIMEOUT_SECONDS = envint("LLM_TIMEOUT_SECONDS", 120)
+# Attempts of one request through 5xx and timeouts (backoff with jitter between them).
+LLM_MAX_ATTEMPTS = envint("LLM_MAX_ATTEMPTS", 5)
+LLM_BACKOFF_BASE_MS = envint("LLM_BACKOFF_BASE_MS", 1000)
+LLM_BACKOFF_CAP_SECONDS = envint("LLM_BACKOFF_CAP_SECONDS", 60)
+# Per-minute 429s are waited out (the server's retry delay, capped) this many times at most.
+LLM_MAX_RATE_LIMIT_WAITS = envint("LLM_MAX_RATE_LIMIT_WAITS", 10)
+LLM_RETRY_DELAY_CAP_SECONDS = envint("LLM_RETRY_DELAY_CAP_SECONDS", 120)

@@ -1,0 +1,272 @@
+"""Fake LLM servers on loopback that speak the real HTTP protocols, so the real clients
+(google-genai, openai) are what the tests drive.
+
+One `ThreadingHTTPServer` answers both protocols:
+- Gemini: `POST /{v1beta|v1}/models/{model}:generateContent`, key in `x-goog-api-key`;
+- OpenAI-compatible: `POST /v1/chat/completions` (and `/chat/completions`), `Authorization: Bearer`.
+
+A test scripts the replies with `fake.queue(Reply...)` (consumed in order, one per request,
+whichever protocol asks) and otherwise gets `fake.default`; every request is recorded in
+`fake.requests` so a test can assert what the client sent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+GEMINI_KEY = "fake-gemini-key"
+OPENAI_KEY = "fake-openai-key"
+GEMINI_MODEL_VERSION = "gemini-fake-001"
+OPENAI_MODEL_VERSION = "qwen-fake-vl-instruct"
+
+_GEMINI_PATH = re.compile(r"^/(v1beta|v1)/models/([^/:]+):generateContent$")
+_OPENAI_PATHS = {"/v1/chat/completions", "/chat/completions"}
+_RPC = "type.googleapis.com/google.rpc."
+
+
+@dataclass
+class Reply:
+    """What the fake answers to one request. `text` is the model's output text (any string: it
+    need not be valid JSON); `status` other than 200 answers an error with `error_body`."""
+
+    text: str = "{}"
+    status: int = 200
+    error_body: dict[str, Any] | None = None
+    delay: float = 0.0  # seconds before answering (to test timeouts and throughput)
+    prompt_tokens: int = 120
+    output_tokens: int = 30
+    thoughts_tokens: int = 0
+    cached_tokens: int = 0
+    grounding: dict[str, Any] | None = None  # Gemini groundingMetadata, as sent
+    url_context: dict[str, Any] | None = None  # Gemini urlContextMetadata, as sent
+    retry_after: str | None = None  # OpenAI-compatible 429: the Retry-After header
+
+    @classmethod
+    def rate_limited(cls, retry_delay: str = "0.2s", per: str = "PerMinute") -> Reply:
+        """A Gemini-style 429 with QuotaFailure and RetryInfo (OpenAI also gets Retry-After)."""
+        quota_id = f"GenerateRequestsPer{per.removeprefix('Per')}PerProjectPerModel-FreeTier"
+        body = {
+            "error": {
+                "code": 429,
+                "message": "You exceeded your current quota.",
+                "status": "RESOURCE_EXHAUSTED",
+                "details": [
+                    {"@type": _RPC + "QuotaFailure",
+                     "violations": [{"quotaMetric": "generativelanguage.googleapis.com/"
+                                     "generate_content_free_tier_requests",
+                                     "quotaId": quota_id}]},
+                    {"@type": _RPC + "RetryInfo", "retryDelay": retry_delay},
+                ],
+            }
+        }
+        return cls(status=429, error_body=body, retry_after=retry_delay.removesuffix("s"))
+
+    @classmethod
+    def server_error(cls, status: int = 500) -> Reply:
+        body = {"error": {"code": status, "message": "Internal error encountered.",
+                          "status": "INTERNAL"}}
+        return cls(status=status, error_body=body)
+
+
+def grounding_metadata(sources: list[tuple[str, str]], supports: list[tuple[str, list[int]]],
+                       queries: list[str] | None = None) -> dict[str, Any]:
+    """groundingMetadata as Gemini sends it: redirect links for chunks, the supported text in
+    the supports' segments, segment offsets in bytes of the answer text."""
+    chunks = [
+        {"web": {"uri": f"https://vertexaisearch.cloud.google.com/grounding-api-redirect/{i}",
+                 "title": title, "domain": domain}}
+        for i, (title, domain) in enumerate(sources)
+    ]
+    offset = 0
+    segments = []
+    for text, indices in supports:
+        size = len(text.encode())
+        segments.append({"segment": {"startIndex": offset, "endIndex": offset + size,
+                                     "text": text},
+                         "groundingChunkIndices": indices,
+                         "confidenceScores": [0.9] * len(indices)})
+        offset += size + 1
+    return {"webSearchQueries": queries or [], "groundingChunks": chunks,
+            "groundingSupports": segments}
+
+
+@dataclass
+class Recorded:
+    protocol: str  # "gemini" | "openai"
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+@dataclass
+class FakeLLM:
+    """The control object of a running fake server."""
+
+    base_url: str
+    default: Reply = field(default_factory=Reply)
+    requests: list[Recorded] = field(default_factory=list)
+    _script: deque[Reply] = field(default_factory=deque)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def queue(self, *replies: Reply) -> None:
+        with self._lock:
+            self._script.extend(replies)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._script.clear()
+            self.requests.clear()
+            self.default = Reply()
+
+    def _next(self, recorded: Recorded) -> Reply:
+        with self._lock:
+            self.requests.append(recorded)
+            return self._script.popleft() if self._script else self.default
+
+
+def _gemini_body(reply: Reply) -> dict[str, Any]:
+    candidate: dict[str, Any] = {
+        "content": {"role": "model", "parts": [{"text": reply.text}]},
+        "finishReason": "STOP",
+        "index": 0,
+    }
+    if reply.grounding is not None:
+        candidate["groundingMetadata"] = reply.grounding
+    if reply.url_context is not None:
+        candidate["urlContextMetadata"] = reply.url_context
+    usage = {
+        "promptTokenCount": reply.prompt_tokens,
+        "candidatesTokenCount": reply.output_tokens,
+        "totalTokenCount": reply.prompt_tokens + reply.output_tokens + reply.thoughts_tokens,
+    }
+    if reply.thoughts_tokens:
+        usage["thoughtsTokenCount"] = reply.thoughts_tokens
+    if reply.cached_tokens:
+        usage["cachedContentTokenCount"] = reply.cached_tokens
+    return {"candidates": [candidate], "usageMetadata": usage,
+            "modelVersion": GEMINI_MODEL_VERSION, "responseId": f"fake-{time.monotonic_ns()}"}
+
+
+def _openai_body(reply: Reply, model: str) -> dict[str, Any]:
+    usage: dict[str, Any] = {
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.output_tokens,
+        "total_tokens": reply.prompt_tokens + reply.output_tokens,
+    }
+    if reply.cached_tokens:
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+    return {
+        "id": f"chatcmpl-fake-{time.monotonic_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": OPENAI_MODEL_VERSION,  # what vLLM reports: the served model
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": reply.text}}],
+        "usage": usage,
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the real servers do
+    fake: FakeLLM  # set on the subclass made per server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base's name)
+        pass  # quiet tests
+
+    def do_POST(self) -> None:  # noqa: N802 (the base class's name)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            self._send(400, {"error": {"code": 400, "message": "body is not JSON"}})
+            return
+        headers = {key.lower(): value for key, value in self.headers.items()}
+        path = self.path.split("?", 1)[0]
+        if _GEMINI_PATH.match(path):
+            self._gemini(path, headers, body)
+        elif path in _OPENAI_PATHS:
+            self._openai(path, headers, body)
+        else:
+            self._send(404, {"error": {"code": 404, "message": f"no route {path}"}})
+
+    def _gemini(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> None:
+        if headers.get("x-goog-api-key") != GEMINI_KEY:
+            self._send(403, {"error": {"code": 403, "message": "API key not valid.",
+                                       "status": "PERMISSION_DENIED"}})
+            return
+        reply = self.fake._next(Recorded("gemini", path, headers, body))
+        time.sleep(reply.delay)
+        if reply.status != 200:
+            self._send(reply.status, reply.error_body or {})
+        else:
+            self._send(200, _gemini_body(reply))
+
+    def _openai(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> None:
+        if headers.get("authorization") != f"Bearer {OPENAI_KEY}":
+            self._send(401, {"error": {"message": "Incorrect API key provided.",
+                                       "type": "invalid_request_error", "code": "invalid_api_key"}})
+            return
+        reply = self.fake._next(Recorded("openai", path, headers, body))
+        time.sleep(reply.delay)
+        if reply.status == 200:
+            self._send(200, _openai_body(reply, body.get("model", "")))
+            return
+        extra = {"Retry-After": reply.retry_after} if reply.retry_after else {}
+        error = (reply.error_body or {}).get("error", {})
+        code: Any = error.get("code")
+        if reply.status == 429:
+            # OpenAI's codes: a spent quota is "insufficient_quota", a busy minute is not.
+            per_day = "PerDay" in json.dumps(reply.error_body)
+            code = "insufficient_quota" if per_day else "rate_limit_exceeded"
+            extra = {} if per_day else extra
+        self._send(reply.status, {"error": {"message": error.get("message", "error"),
+                                            "type": error.get("status", "server_error"),
+                                            "code": code}}, extra)
+
+    def _send(self, status: int, payload: dict[str, Any],
+              extra_headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=UTF-8")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in (extra_headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout test): nothing to answer
+
+
+def start_fake_llm() -> tuple[FakeLLM, ThreadingHTTPServer]:
+    handler = type("FakeHandler", (_Handler,), {})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    fake = FakeLLM(base_url=f"http://127.0.0.1:{server.server_address[1]}")
+    handler.fake = fake
+    # A short poll interval: shutdown() waits for one, and every test stops a server.
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
+                     name="fake-llm", daemon=True).start()
+    return fake, server
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLLM]:
+    """A fake Gemini + OpenAI-compatible server on a free loopback port."""
+    fake, server = start_fake_llm()
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
