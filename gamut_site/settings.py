@@ -269,6 +269,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_BEAT_SCHEDULE = {
     "review-claims-sweep": {"task": "annotation.tasks.review_claims_sweep", "schedule": 300.0},
+    "llm-jobs-sweep": {"task": "llm.tasks.sweep_expired_leases", "schedule": 60.0},
 }
 
 LOGGING = {
@@ -293,3 +294,13 @@ LLM_BACKOFF_CAP_SECONDS = envint("LLM_BACKOFF_CAP_SECONDS", 60)
 # Per-minute 429s are waited out (the server's retry delay, capped) this many times at most.
 LLM_MAX_RATE_LIMIT_WAITS = envint("LLM_MAX_RATE_LIMIT_WAITS", 10)
 LLM_RETRY_DELAY_CAP_SECONDS = envint("LLM_RETRY_DELAY_CAP_SECONDS", 120)
+
+# LLM jobs (llm/jobs.py). A chunk's lease outlives the task's time limit, so an item is
+# requeued only once the task that held it is surely gone.
+LLM_JOB_LEASE_SECONDS = envint("LLM_JOB_LEASE_SECONDS", CELERY_TASK_TIME_LIMIT + 60)
+# Claims of one item (a worker that dies on it counts as one); then it fails with its reason.
+LLM_JOB_MAX_ATTEMPTS = envint("LLM_JOB_MAX_ATTEMPTS", 3)
+# Chunk tasks of one job in flight at once (each re-enqueues itself while items remain).
+LLM_JOB_PARALLEL_CHUNKS = envint("LLM_JOB_PARALLEL_CHUNKS", 4)
+# A job parked by a daily quota resumes after the provider's retry delay, or after this.
+LLM_JOB_QUOTA_PAUSE_SECONDS = envint("LLM_JOB_QUOTA_PAUSE_SECONDS", 3600)

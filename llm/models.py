@@ -87,3 +87,84 @@ class LedgerEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.stage} {self.model} {self.outcome} ({self.created_at:%Y-%m-%d %H:%M})"
+
+
+# ---------------------------------------------------------------------------------------------
+# Jobs: one row per launch, one row per unit of work (llm/jobs.py runs them).
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING_FOR_QUOTA = "waiting_for_quota"  # a daily quota is spent: resumed later, not failed
+    DONE = "done"
+    CANCELLED = "cancelled"
+    FAILED = "failed"  # the job itself could not run (its kind is unknown to the workers)
+
+
+class ItemStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"  # leased until `lease_until` by the chunk holding `lease_token`
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class Job(models.Model):
+    """A launch of some kind of work over a scope. The counters are kept by F() updates in the
+    transaction that changes an item, so the console reads them without counting rows."""
+
+    kind = models.CharField(max_length=100, db_index=True)
+    params = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=20, choices=JobStatus.choices, default=JobStatus.QUEUED,
+                              db_index=True)
+    items_total = models.PositiveIntegerField(default=0)
+    items_done = models.PositiveIntegerField(default=0)
+    items_failed = models.PositiveIntegerField(default=0)
+    # Items not yet done, failed or cancelled: the job is over when this reaches zero.
+    items_remaining = models.PositiveIntegerField(default=0)
+    tokens_in = models.PositiveBigIntegerField(default=0)
+    tokens_out = models.PositiveBigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=8, default=Decimal("0"))
+    launched_by = models.ForeignKey("auth.User", null=True, blank=True,
+                                    on_delete=models.SET_NULL, related_name="llm_jobs")
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    resume_at = models.DateTimeField(null=True, blank=True)  # when waiting for quota
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} #{self.pk} ({self.status})"
+
+
+class JobItem(models.Model):
+    """One unit of work of a job, keyed (e.g. by the image's source id) so that a redelivered
+    task can never make a second item or a second result."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="items")
+    key = models.CharField(max_length=255)
+    payload = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=10, choices=ItemStatus.choices,
+                              default=ItemStatus.PENDING)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    # Set by each claim: only the chunk holding the current token may record the outcome.
+    lease_token = models.CharField(max_length=32, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    result = models.JSONField(null=True, blank=True)
+    raw_output = models.TextField(blank=True)  # what the model said, kept when an item fails
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=8, default=Decimal("0"))
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "key"], name="llm_jobitem_key")]
+        indexes = [models.Index(fields=["job", "status"], name="llm_jobitem_status")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}/{self.key} ({self.status})"

@@ -1,0 +1,499 @@
+"""The generic job system: a registry of job kinds, the services that launch, cancel and retry
+jobs, and the chunk runner that the Celery tasks call.
+
+It knows nothing of the apps that use it. An app registers a handler per kind of work, at import
+time of a module its AppConfig.ready() imports (so web processes and workers both know it):
+
+    async def generate(gateway: Gateway, payload: dict) -> ItemResult | dict: ...
+    register_kind("annotation.generate", generate, chunk_size=50, concurrency=16)
+
+The database is the source of truth: items are claimed by conditional UPDATE with a lease and a
+token, an outcome is recorded only by the chunk holding the item's current token, and the job's
+counters move by F() expressions in that same transaction. A job is over when its remaining
+counter reaches zero (no chords).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connection, connections, transaction
+from django.db.models import Exists, F, OuterRef, Q
+from django.utils import timezone
+
+from .gateway import CallResult, Gateway, QuotaExhausted, run_bounded
+from .models import ItemStatus, Job, JobItem, JobStatus
+
+log = logging.getLogger(__name__)
+
+ACTIVE = (JobStatus.QUEUED, JobStatus.RUNNING)
+OVER = (JobStatus.DONE, JobStatus.CANCELLED, JobStatus.FAILED)
+_MAX_ERROR = 10_000  # characters of a reason kept on a row
+
+
+class JobError(Exception):
+    """A job service was asked for something the job's state does not allow."""
+
+
+# ---------------------------------------------------------------------------------------------
+# What handlers return or raise, and what they may read.
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    """A handler's result with what its calls cost (a plain dict means nothing was spent)."""
+
+    result: dict[str, Any]
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: Decimal = Decimal("0")
+
+    @classmethod
+    def of_calls(cls, result: dict[str, Any], *calls: CallResult) -> ItemResult:
+        return cls(result, **_usage(calls))
+
+
+class ItemFailed(Exception):  # noqa: N818 (what the item becomes)
+    """Raised by a handler to fail its item with a reason, keeping the model's raw text and
+    the cost of the calls that led there (any other exception fails the item too)."""
+
+    def __init__(self, reason: str, *calls: CallResult, raw_output: str = "") -> None:
+        super().__init__(reason)
+        self.raw_output = raw_output or next((c.raw_text for c in reversed(calls) if c.raw_text),
+                                             "")
+        self.usage = _usage(calls)
+
+
+def _usage(calls: Sequence[CallResult]) -> dict[str, Any]:
+    return {"tokens_in": sum(c.tokens_in for c in calls),
+            "tokens_out": sum(c.tokens_out for c in calls),
+            "cost": sum((c.cost for c in calls), Decimal("0"))}
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """The job and item a handler runs for: `current_item.get()` inside a handler (e.g. to pass
+    `job_id` to the gateway's ledger, or to read the job's params)."""
+
+    job_id: int
+    key: str
+    params: dict[str, Any]
+
+
+current_item: ContextVar[JobContext] = ContextVar("current_item")
+
+Handler = Callable[[Gateway, dict[str, Any]], Awaitable[ItemResult | dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class JobKind:
+    name: str
+    handler: Handler
+    chunk_size: int
+    concurrency: int
+    max_attempts_override: int | None = None
+
+    @property
+    def max_attempts(self) -> int:
+        return self.max_attempts_override or settings.LLM_JOB_MAX_ATTEMPTS
+
+
+_registry: dict[str, JobKind] = {}
+
+
+def register_kind(kind: str, handler: Handler, *, chunk_size: int, concurrency: int,
+                  max_attempts: int | None = None) -> JobKind:
+    """Declare how items of `kind` are handled: `chunk_size` items per task, `concurrency` of
+    them in flight at once. Registering a kind again replaces it (module reloads, tests)."""
+    if chunk_size < 1 or concurrency < 1:
+        raise ValueError("chunk_size and concurrency must be at least 1")
+    spec = JobKind(kind, handler, chunk_size, concurrency, max_attempts)
+    _registry[kind] = spec
+    return spec
+
+
+def get_kind(kind: str) -> JobKind:
+    try:
+        return _registry[kind]
+    except KeyError:
+        raise JobError(f"unknown job kind {kind!r}: no handler is registered") from None
+
+
+def registered_kinds() -> list[str]:
+    return sorted(_registry)
+
+
+# ---------------------------------------------------------------------------------------------
+# Services.
+
+
+def _enqueue(job_id: int, count: int = 1) -> None:
+    """Send `count` chunk tasks once the current transaction commits (never inside it: a worker
+    could look for the rows before they exist)."""
+    from .tasks import run_job_chunk  # the tasks module imports this one
+
+    for _ in range(count):
+        run_job_chunk.delay_on_commit(job_id)
+
+
+def _chunks_for(spec: JobKind, items: int) -> int:
+    return max(1, min(math.ceil(items / spec.chunk_size), settings.LLM_JOB_PARALLEL_CHUNKS))
+
+
+@transaction.atomic
+def job_launch(*, kind: str, items: Sequence[tuple[str, dict[str, Any]]],
+               params: dict[str, Any] | None = None, user: Any = None) -> Job:
+    """Create a job and its items, and enqueue its first chunk tasks after the commit."""
+    spec = get_kind(kind)
+    if not items:
+        raise JobError("a job needs at least one item")
+    keys = [key for key, _ in items]
+    if len(set(keys)) != len(keys):
+        raise JobError("item keys must be unique within a job")
+    job = Job.objects.create(kind=kind, params=params or {}, launched_by=user,
+                             items_total=len(items), items_remaining=len(items))
+    JobItem.objects.bulk_create(
+        [JobItem(job=job, key=key, payload=payload) for key, payload in items], batch_size=500)
+    _enqueue(job.pk, _chunks_for(spec, len(items)))
+    return job
+
+
+@transaction.atomic
+def job_cancel(*, job_id: int, now: datetime | None = None) -> Job:
+    """Cancel the pending items; running ones finish and their results still count."""
+    now = now or timezone.now()
+    job = Job.objects.select_for_update().get(pk=job_id)
+    if job.status in OVER:
+        raise JobError(f"job {job.pk} is already {job.status}")
+    cancelled = JobItem.objects.filter(job=job, status=ItemStatus.PENDING).update(
+        status=ItemStatus.CANCELLED, finished_at=now)
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.CANCELLED, resume_at=None,
+                                         items_remaining=F("items_remaining") - cancelled)
+    _finish_if_over(job.pk, now)
+    job.refresh_from_db()
+    return job
+
+
+@transaction.atomic
+def job_retry_failed(*, job_id: int, now: datetime | None = None) -> int:
+    """Put the failed items back to pending with fresh attempts, resume a job waiting for
+    quota, and enqueue chunk tasks. Returns how many failed items were requeued."""
+    now = now or timezone.now()
+    job = Job.objects.select_for_update().get(pk=job_id)
+    if job.status == JobStatus.CANCELLED:
+        raise JobError(f"job {job.pk} was cancelled")
+    spec = get_kind(job.kind)
+    retried = JobItem.objects.filter(job=job, status=ItemStatus.FAILED).update(
+        status=ItemStatus.PENDING, attempts=0, lease_until=None, lease_token="",
+        finished_at=None)
+    if retried == 0 and job.status != JobStatus.WAITING_FOR_QUOTA:
+        return 0
+    Job.objects.filter(pk=job.pk).update(
+        status=JobStatus.RUNNING if job.status == JobStatus.RUNNING else JobStatus.QUEUED,
+        items_failed=F("items_failed") - retried,
+        items_remaining=F("items_remaining") + retried,
+        finished_at=None, resume_at=None)
+    pending = JobItem.objects.filter(job=job, status=ItemStatus.PENDING).count()
+    _enqueue(job.pk, _chunks_for(spec, pending))
+    return retried
+
+
+def job_progress(job: Job, *, failures: int = 20) -> dict[str, Any]:
+    """What the console shows: counters from the job row, plus the latest failures."""
+    finished = job.items_done + job.items_failed
+    cancelled = job.items_total - finished - job.items_remaining
+    running = (JobItem.objects.filter(job=job, status=ItemStatus.RUNNING).count()
+               if job.items_remaining else 0)
+    return {
+        "id": job.pk,
+        "kind": job.kind,
+        "status": job.status,
+        "total": job.items_total,
+        "done": job.items_done,
+        "failed": job.items_failed,
+        "cancelled": cancelled,
+        "remaining": job.items_remaining,
+        "running": running,
+        "percent": _percent(job.items_total - job.items_remaining, job.items_total),
+        "tokens_in": job.tokens_in,
+        "tokens_out": job.tokens_out,
+        "cost": job.cost,
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "resume_at": job.resume_at,
+        "last_error": job.last_error,
+        "failures": list(
+            JobItem.objects.filter(job=job, status=ItemStatus.FAILED)
+            .order_by("-finished_at", "-pk").values("key", "last_error", "attempts")[:failures]),
+    }
+
+
+def _percent(part: int, whole: int) -> float:
+    return round(100 * part / whole, 1) if whole else 100.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Claiming and recording.
+
+
+@dataclass(frozen=True)
+class Claim:
+    job: Job
+    token: str
+    items: list[JobItem]
+
+
+def _claimable(now: datetime) -> Q:
+    return Q(status=ItemStatus.PENDING) | Q(status=ItemStatus.RUNNING, lease_until__lt=now)
+
+
+def _finish_if_over(job_id: int, now: datetime) -> None:
+    """A job whose remaining counter reached zero is done (or stays cancelled, now finished)."""
+    Job.objects.filter(pk=job_id, items_remaining=0, status__in=ACTIVE).update(
+        status=JobStatus.DONE, finished_at=now)
+    Job.objects.filter(pk=job_id, items_remaining=0, status=JobStatus.CANCELLED,
+                       finished_at=None).update(finished_at=now)
+
+
+def _fail_worn_out(job_id: int, max_attempts: int, now: datetime) -> int:
+    """Fail the items whose lease expired after their last allowed attempt: a worker died or
+    hung on each of them that many times, so one more would likely do the same."""
+    failed = JobItem.objects.filter(
+        job_id=job_id, status=ItemStatus.RUNNING, lease_until__lt=now,
+        attempts__gte=max_attempts,
+    ).update(status=ItemStatus.FAILED, lease_token="", finished_at=now,
+             last_error=f"lease expired on each of {max_attempts} attempts "
+                        "(the worker died or hung on this item)")
+    if failed:
+        Job.objects.filter(pk=job_id).update(items_failed=F("items_failed") + failed,
+                                             items_remaining=F("items_remaining") - failed)
+        _finish_if_over(job_id, now)
+    return failed
+
+
+def item_claim_chunk(*, job_id: int, now: datetime | None = None) -> Claim | None:
+    """Lease up to a chunk of the job's pending items (or running ones whose lease expired).
+
+    None when the job is not running or nothing is left to claim."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        job = Job.objects.filter(pk=job_id, status__in=ACTIVE).first()
+        if job is None:
+            return None
+        spec = get_kind(job.kind)
+        _fail_worn_out(job.pk, spec.max_attempts, now)
+        candidates = JobItem.objects.filter(_claimable(now), job=job).order_by("pk")
+        if connection.vendor == "postgresql":
+            # Concurrent chunks pass over each other's rows instead of queueing on them;
+            # SQLite's IMMEDIATE transactions serialize the claimers instead.
+            candidates = candidates.select_for_update(skip_locked=True)
+        ids = list(candidates.values_list("pk", flat=True)[: spec.chunk_size])
+        if not ids:
+            return None
+        token = uuid.uuid4().hex
+        # The same condition again: the UPDATE takes only rows still claimable.
+        JobItem.objects.filter(_claimable(now), pk__in=ids).update(
+            status=ItemStatus.RUNNING, lease_token=token, attempts=F("attempts") + 1,
+            lease_until=now + timedelta(seconds=settings.LLM_JOB_LEASE_SECONDS))
+        Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(status=JobStatus.RUNNING)
+        Job.objects.filter(pk=job.pk, started_at=None).update(started_at=now)
+    items = list(JobItem.objects.filter(job=job, lease_token=token).order_by("pk"))
+    return Claim(job, token, items) if items else None
+
+
+@transaction.atomic
+def item_record(*, item_id: int, token: str, outcome: ItemResult | ItemFailed | Exception,
+                now: datetime | None = None) -> bool:
+    """Record an item's outcome, once: only while it is running under `token`. A second
+    recording, or one by a chunk whose lease was taken over, changes nothing (False)."""
+    now = now or timezone.now()
+    usage: dict[str, Any] = {"tokens_in": 0, "tokens_out": 0, "cost": Decimal("0")}
+    if isinstance(outcome, ItemResult):
+        usage = {"tokens_in": outcome.tokens_in, "tokens_out": outcome.tokens_out,
+                 "cost": outcome.cost}
+        fields: dict[str, Any] = {"status": ItemStatus.DONE, "result": outcome.result,
+                                  "last_error": ""}
+    else:
+        if isinstance(outcome, ItemFailed):
+            usage = outcome.usage
+        fields = {"status": ItemStatus.FAILED, "last_error": _reason(outcome)[:_MAX_ERROR],
+                  "raw_output": getattr(outcome, "raw_output", "")}
+    changed = JobItem.objects.filter(pk=item_id, status=ItemStatus.RUNNING,
+                                     lease_token=token).update(
+        **fields, **usage, lease_until=None, finished_at=now)
+    if not changed:
+        return False
+    counter = "items_done" if fields["status"] == ItemStatus.DONE else "items_failed"
+    job_id = JobItem.objects.values_list("job_id", flat=True).get(pk=item_id)
+    Job.objects.filter(pk=job_id).update(
+        **{counter: F(counter) + 1}, items_remaining=F("items_remaining") - 1,
+        tokens_in=F("tokens_in") + usage["tokens_in"],
+        tokens_out=F("tokens_out") + usage["tokens_out"], cost=F("cost") + usage["cost"])
+    _finish_if_over(job_id, now)
+    return True
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ItemFailed):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+@transaction.atomic
+def job_park_for_quota(*, claim: Claim, error: QuotaExhausted,
+                       now: datetime | None = None) -> None:
+    """A daily quota is spent: the chunk's unfinished items go back to pending without using
+    up an attempt, and the job waits until the quota is expected back."""
+    now = now or timezone.now()
+    job = Job.objects.select_for_update().get(pk=claim.job.pk)
+    unfinished = JobItem.objects.filter(job=job, lease_token=claim.token,
+                                        status=ItemStatus.RUNNING)
+    if job.status == JobStatus.CANCELLED:
+        # Cancelled meanwhile: these would never run again, so they end here.
+        n = unfinished.update(status=ItemStatus.CANCELLED, lease_token="", lease_until=None,
+                              finished_at=now)
+        Job.objects.filter(pk=job.pk).update(items_remaining=F("items_remaining") - n)
+        _finish_if_over(job.pk, now)
+        return
+    unfinished.update(status=ItemStatus.PENDING, lease_token="", lease_until=None,
+                      attempts=F("attempts") - 1)
+    delay = error.retry_delay or settings.LLM_JOB_QUOTA_PAUSE_SECONDS
+    Job.objects.filter(pk=job.pk, status__in=(*ACTIVE, JobStatus.WAITING_FOR_QUOTA)).update(
+        status=JobStatus.WAITING_FOR_QUOTA, resume_at=now + timedelta(seconds=delay),
+        last_error=str(error))
+
+
+@transaction.atomic
+def job_fail(*, job_id: int, reason: str, now: datetime | None = None) -> None:
+    """The job cannot run at all (its kind is unknown here): it fails, its items untouched."""
+    Job.objects.filter(pk=job_id).exclude(status__in=OVER).update(
+        status=JobStatus.FAILED, last_error=reason, finished_at=now or timezone.now())
+
+
+def jobs_sweep(*, now: datetime | None = None) -> dict[str, int]:
+    """Periodic: requeue items whose lease expired (failing those out of attempts), resume
+    jobs whose quota pause is over, and send a chunk task to every job that has pending items
+    and no live lease (its messages were lost, or its chunks all ended)."""
+    now = now or timezone.now()
+    counts = {"requeued": 0, "failed": 0, "resumed": 0, "enqueued": 0}
+    for job in Job.objects.filter(status__in=(*ACTIVE, JobStatus.CANCELLED),
+                                  items_remaining__gt=0):
+        with transaction.atomic():
+            counts["failed"] += _fail_worn_out(job.pk, _max_attempts(job.kind), now)
+            counts["requeued"] += _requeue_expired(job, now)
+    with transaction.atomic():
+        counts["resumed"] = Job.objects.filter(
+            status=JobStatus.WAITING_FOR_QUOTA, resume_at__lte=now
+        ).update(status=JobStatus.QUEUED, resume_at=None)
+    items = JobItem.objects.filter(job=OuterRef("pk"))
+    stalled = Job.objects.filter(
+        Exists(items.filter(status=ItemStatus.PENDING)), status__in=ACTIVE,
+    ).exclude(Exists(items.filter(status=ItemStatus.RUNNING, lease_until__gte=now)))
+    for job in stalled:
+        spec = _registry.get(job.kind)
+        _enqueue(job.pk, _chunks_for(spec, job.items_remaining) if spec else 1)
+        counts["enqueued"] += 1
+    return counts
+
+
+def _max_attempts(kind: str) -> int:
+    spec = _registry.get(kind)
+    return spec.max_attempts if spec else settings.LLM_JOB_MAX_ATTEMPTS
+
+
+def _requeue_expired(job: Job, now: datetime) -> int:
+    expired = JobItem.objects.filter(job=job, status=ItemStatus.RUNNING, lease_until__lt=now)
+    if job.status != JobStatus.CANCELLED:
+        return expired.update(status=ItemStatus.PENDING, lease_token="", lease_until=None)
+    # A cancelled job's lost items will never run: they end as cancelled.
+    n = expired.update(status=ItemStatus.CANCELLED, lease_token="", lease_until=None,
+                       finished_at=now)
+    Job.objects.filter(pk=job.pk).update(items_remaining=F("items_remaining") - n)
+    _finish_if_over(job.pk, now)
+    return n
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a chunk (the body of the Celery task).
+
+
+def job_run_chunk(*, job_id: int, gateway_factory: Callable[[], Gateway]) -> int:
+    """Claim a chunk, run its handlers concurrently through one gateway, record each outcome as
+    it comes, then enqueue the next chunk while items remain. Returns the items claimed."""
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None or job.status not in ACTIVE:
+        return 0
+    try:
+        spec = get_kind(job.kind)
+    except JobError as exc:
+        job_fail(job_id=job_id, reason=str(exc))
+        return 0
+    claim = item_claim_chunk(job_id=job_id)
+    if claim is None:
+        return 0
+    try:
+        _run_in_own_loop(lambda: _run_claim(spec, claim, gateway_factory))
+    except QuotaExhausted as exc:
+        log.warning("job %s waits for quota: %s", job_id, exc)
+        job_park_for_quota(claim=claim, error=exc)
+        return len(claim.items)
+    if JobItem.objects.filter(job_id=job_id, status=ItemStatus.PENDING).exists() and \
+            Job.objects.filter(pk=job_id, status__in=ACTIVE).exists():
+        _enqueue(job_id)
+    return len(claim.items)
+
+
+async def _run_claim(spec: JobKind, claim: Claim,
+                     gateway_factory: Callable[[], Gateway]) -> None:
+    record = sync_to_async(item_record)
+    try:
+        async with gateway_factory() as gateway:
+
+            async def one(item: JobItem) -> None:
+                current_item.set(JobContext(claim.job.pk, item.key, claim.job.params))
+                try:
+                    returned = await spec.handler(gateway, item.payload)
+                    outcome: ItemResult | Exception = (
+                        returned if isinstance(returned, ItemResult) else ItemResult(returned))
+                except QuotaExhausted:
+                    raise  # parks the whole job: see job_park_for_quota
+                except Exception as exc:  # the item's own failure, recorded with its reason
+                    log.info("job %s item %s failed: %s", claim.job.pk, item.key, _reason(exc))
+                    outcome = exc
+                await record(item_id=item.pk, token=claim.token, outcome=outcome)
+
+            calls = [one(item) for item in claim.items]
+            try:
+                await run_bounded(calls, spec.concurrency)
+            except QuotaExhausted:
+                for call in calls:
+                    call.close()  # the ones never started: no "never awaited" warnings
+                raise
+    finally:
+        # The recording thread's connection belongs to this chunk; close it rather than leak
+        # one per chunk (and PostgreSQL test databases refuse to drop with one open).
+        await sync_to_async(connections.close_all)()
+
+
+def _run_in_own_loop(make: Callable[[], Awaitable[Any]]) -> Any:
+    """A fresh event loop in a thread of its own: the gateway's clients belong to one loop,
+    and the calling thread may already run one (browser tests leave Playwright's)."""
+
+    async def main() -> Any:
+        return await make()
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="job-chunk") as pool:
+        return pool.submit(asyncio.run, main()).result()

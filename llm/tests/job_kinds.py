@@ -1,0 +1,53 @@
+"""Job kinds for the tests only. Imported by the tests, and by the test's Celery worker through
+its `-I llm.tests.job_kinds` option, so production code never registers them."""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from decimal import Decimal
+from typing import Any
+
+from llm.gateway import Gateway, QuotaExhausted
+from llm.jobs import ItemFailed, ItemResult, current_item, register_kind
+
+
+async def echo(gateway: Gateway, payload: dict[str, Any]) -> ItemResult:
+    """Succeeds after `sleep` seconds, spending 10 tokens in, 5 out and 0.001 a call."""
+    await asyncio.sleep(payload.get("sleep", 0))
+    context = current_item.get()
+    return ItemResult({"echo": payload.get("n"), "key": context.key, "job": context.job_id},
+                      tokens_in=10, tokens_out=5, cost=Decimal("0.001"))
+
+
+def flaky_failure(key: str) -> Exception | None:
+    """One item in five fails, each in a way of its own, decided by the key (the same on every
+    attempt, so the test knows which)."""
+    bucket = zlib.crc32(key.encode()) % 20
+    return {
+        0: ItemFailed("output did not validate", raw_output=f"not json for {key}"),
+        1: ValueError(f"bad value for {key}"),
+        2: RuntimeError("server error after retries"),
+        3: KeyError("missing field"),
+    }.get(bucket)
+
+
+async def flaky(gateway: Gateway, payload: dict[str, Any]) -> dict[str, Any]:
+    await asyncio.sleep(payload.get("sleep", 0))
+    failure = flaky_failure(current_item.get().key)
+    if failure is not None:
+        raise failure
+    return {"ok": payload["n"]}
+
+
+async def quota(gateway: Gateway, payload: dict[str, Any]) -> dict[str, Any]:
+    """Items flagged `quota` find the daily quota spent."""
+    if payload.get("quota"):
+        raise QuotaExhausted("gemini-test", "GenerateRequestsPerDayPerProjectPerModel", 30.0)
+    await asyncio.sleep(payload.get("sleep", 0))
+    return {"ok": payload["n"]}
+
+
+register_kind("test.echo", echo, chunk_size=5, concurrency=4)
+register_kind("test.flaky", flaky, chunk_size=7, concurrency=3)
+register_kind("test.quota", quota, chunk_size=4, concurrency=1)
