@@ -5,6 +5,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from annotation import api, views
+from llm import views as llm_views
 from rubrics import api as rubrics_api
 from rubrics import views as rubric_views
 
@@ -43,6 +44,12 @@ urlpatterns = [
          rubric_views.check_move, name="rubric_check_move"),
     path("rubrics/versions/<int:version_id>/complete/", rubric_views.complete,
          name="rubric_complete"),
+    path("jobs/", llm_views.job_list, name="jobs"),
+    path("jobs/<int:job_id>/", llm_views.job_detail, name="job"),
+    path("jobs/<int:job_id>/cancel/", llm_views.job_cancel, name="job_cancel"),
+    path("jobs/<int:job_id>/retry/", llm_views.job_retry, name="job_retry"),
+    path("jobs/<int:job_id>/items/<int:item_id>/", llm_views.job_item, name="job_item"),
+    path("prompts/", llm_views.prompt_list, name="prompts"),
     # API
     path("api/review/claim/", api.review_claim, name="api_review_claim"),
     path("api/candidates/<int:candidate_id>/", api.candidate_detail, name="api_candidate"),

@@ -1,0 +1,148 @@
+"""The job console: admins watch jobs, cancel them, retry their failures, read each item's
+outcome and the ledger rows of its job, and read every prompt template.
+
+Each view checks the role, calls at most one service, renders. The job page's progress region
+is a partial that htmx polls; it answers 286 once the job is over, which tells htmx to stop.
+Cancel and retry are plain forms (post-redirect-get), so the console works without JavaScript.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Page, Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from annotation import access
+
+from . import jobs
+from .models import ItemStatus, Job, JobItem, JobStatus, LedgerEntry
+from .prompts import all_prompts
+
+JOBS_PER_PAGE = 50
+ITEMS_PER_PAGE = 50
+FAILURES_SHOWN = 100
+LEDGER_ROWS_SHOWN = 200
+# htmx stops polling an element whose request is answered with this status.
+STOP_POLLING = 286
+
+
+def _require_admin(request: HttpRequest) -> None:
+    if not access.is_admin(request.user):
+        raise PermissionDenied("This page is for admins.")
+
+
+def _page(request: HttpRequest, items: Any, per_page: int) -> Page:
+    # get_page never raises: a bad or out-of-range ?page= shows the first or last page.
+    return Paginator(items, per_page).get_page(request.GET.get("page"))
+
+
+def _is_over(job: Job) -> bool:
+    return job.status in jobs.OVER
+
+
+def _prompt_anchor(name: str, version: str) -> str:
+    """The id of a template's version on the prompts page (ledger rows may say "3" or "v3")."""
+    return f"{name}-v{version.removeprefix('v')}"
+
+
+# --- pages --------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def job_list(request: HttpRequest) -> HttpResponse:
+    _require_admin(request)
+    # The counters live on the job row, so one query serves the page whatever its size.
+    page = _page(request, Job.objects.select_related("launched_by"), JOBS_PER_PAGE)
+    return render(request, "llm/jobs.html", {"page": page, "kinds": jobs.registered_kinds()})
+
+
+def _job_context(job: Job) -> dict[str, Any]:
+    # job_progress's own failure list has no item ids to link to: the page lists them itself.
+    return {"job": job, "progress": jobs.job_progress(job, failures=0), "over": _is_over(job),
+            "can_cancel": not _is_over(job),
+            "can_retry": job.status != JobStatus.CANCELLED and (
+                job.items_failed > 0 or job.status == JobStatus.WAITING_FOR_QUOTA)}
+
+
+@login_required
+@require_GET
+def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    _require_admin(request)
+    job = get_object_or_404(Job.objects.select_related("launched_by"), pk=job_id)
+    context = _job_context(job)
+    if request.htmx:
+        # The polled partial: its last answer carries 286 so htmx swaps it in and stops.
+        return render(request, "llm/job.html#progress", context,
+                      status=STOP_POLLING if context["over"] else 200)
+    items = JobItem.objects.filter(job=job).order_by("pk").only(
+        "pk", "job_id", "key", "status", "attempts", "last_error", "finished_at")
+    context["failures"] = items.filter(status=ItemStatus.FAILED).order_by(
+        "-finished_at", "-pk")[:FAILURES_SHOWN]
+    context["items"] = _page(request, items, ITEMS_PER_PAGE)
+    return render(request, "llm/job.html", context)
+
+
+@login_required
+@require_GET
+def job_item(request: HttpRequest, job_id: int, item_id: int) -> HttpResponse:
+    _require_admin(request)
+    item = get_object_or_404(JobItem.objects.select_related("job"), pk=item_id, job_id=job_id)
+    known = {(p.name, p.version) for p in all_prompts()}
+    # The ledger has no item column yet: the job's rows are the best the page can show.
+    ledger = list(LedgerEntry.objects.filter(job_id=job_id).order_by("created_at", "pk")
+                  [:LEDGER_ROWS_SHOWN])
+    for row in ledger:
+        version = row.template_version.removeprefix("v")
+        row.prompt_anchor = (_prompt_anchor(row.template_name, row.template_version)
+                             if version.isdigit() and (row.template_name, int(version)) in known
+                             else "")
+    return render(request, "llm/item.html", {"job": item.job, "item": item, "ledger": ledger,
+                                             "ledger_cap": LEDGER_ROWS_SHOWN})
+
+
+@login_required
+@require_GET
+def prompt_list(request: HttpRequest) -> HttpResponse:
+    _require_admin(request)
+    prompts = [{"prompt": p, "anchor": _prompt_anchor(p.name, str(p.version))}
+               for p in all_prompts()]
+    return render(request, "llm/prompts.html", {"prompts": prompts})
+
+
+# --- actions ------------------------------------------------------------------------------
+
+
+@login_required
+@require_POST
+def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
+    _require_admin(request)
+    job = get_object_or_404(Job, pk=job_id)
+    try:
+        jobs.job_cancel(job_id=job.pk)
+    except jobs.JobError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Job {job.pk} cancelled: running items finish, "
+                                  "pending ones will not start.")
+    return redirect("job", job_id=job.pk)
+
+
+@login_required
+@require_POST
+def job_retry(request: HttpRequest, job_id: int) -> HttpResponse:
+    _require_admin(request)
+    job = get_object_or_404(Job, pk=job_id)
+    try:
+        retried = jobs.job_retry_failed(job_id=job.pk)
+    except jobs.JobError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Job {job.pk}: {retried} failed item(s) queued again.")
+    return redirect("job", job_id=job.pk)
