@@ -304,3 +304,12 @@ LLM_JOB_MAX_ATTEMPTS = envint("LLM_JOB_MAX_ATTEMPTS", 3)
 LLM_JOB_PARALLEL_CHUNKS = envint("LLM_JOB_PARALLEL_CHUNKS", 4)
 # A job parked by a daily quota resumes after the provider's retry delay, or after this.
 LLM_JOB_QUOTA_PAUSE_SECONDS = envint("LLM_JOB_QUOTA_PAUSE_SECONDS", 3600)
+
+# Which configured model (an LLMModel.name) does which stage of question construction; empty
+# until an admin configures one, and the launch refuses until then (annotation/llm_jobs.py).
+LLM_MODEL_GENERATION = env("LLM_MODEL_GENERATION", "") or ""
+LLM_MODEL_GUARD = env("LLM_MODEL_GUARD", "") or ""
+
+# The LLM model (an LLMModel.name) of the rubric jobs: build (A.3) and refinement (A.4). It must
+# be a Gemini model, as evidence is gathered with search grounding and the URL context tool.
+LLM_MODEL_RUBRICS = env("LLM_MODEL_RUBRICS", "") or ""

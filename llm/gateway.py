@@ -174,14 +174,36 @@ class CallResult:
 
 
 @dataclass(frozen=True)
+class GroundedResult:
+    """A free-text answer with what grounded it (`call_grounded`).
+
+    `chunks` are the sources as (uri, title), `supports` the supported text with the indices
+    of its chunks, `url_statuses` the URL context tool's (retrieved url, retrieval status)."""
+
+    text: str
+    chunks: list[tuple[str, str]]
+    supports: list[tuple[str, list[int]]]
+    url_statuses: list[tuple[str, str]]
+    call: CallResult
+
+    @property
+    def ok(self) -> bool:
+        return self.call.ok
+
+
+GROUNDING_TOOLS = ("google_search", "url_context")
+
+
+@dataclass(frozen=True)
 class _Request:
     """One provider request: the conversation so far and what the answer must look like."""
 
     system: str
     prompt: tuple[PromptPart, ...]
-    schema: type[BaseModel]
+    schema: type[BaseModel] | None  # None: free text (a grounded call)
     # Earlier turns of a repair: (invalid model text, the repair instruction).
     repair: tuple[str, str] | None = None
+    tools: tuple[str, ...] = ()  # Gemini built-in tools (GROUNDING_TOOLS); never with a schema
 
 
 @dataclass
@@ -192,6 +214,8 @@ class _Reply:
     tokens_out: int
     tokens_cached: int
     latency_ms: int = 0
+    # A grounded call's metadata, as plain JSON (see _grounding); empty otherwise.
+    grounding: dict[str, Any] = field(default_factory=dict)
 
 
 class _Failure(Exception):
@@ -210,7 +234,7 @@ class _Failure(Exception):
 
 
 def request_hash(config: ModelConfig, *, system: str, prompt: Sequence[PromptPart],
-                 schema: type[BaseModel]) -> str:
+                 schema: type[BaseModel] | None, tools: Sequence[str] = ()) -> str:
     """sha256 of a canonical JSON of everything the answer depends on; images by their hash."""
     contents: list[dict[str, str]] = []
     for part in prompt:
@@ -225,8 +249,10 @@ def request_hash(config: ModelConfig, *, system: str, prompt: Sequence[PromptPar
         "params": config.parameters,
         "system": system,
         "contents": contents,
-        "schema": schema.model_json_schema(),
+        "schema": schema.model_json_schema() if schema is not None else None,
     }
+    if tools:  # only here, so that the hashes of structured calls (the cache keys) stay put
+        canonical["tools"] = list(tools)
     blob = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -269,6 +295,25 @@ def _gemini_rate_limit(details: Any) -> tuple[float | None, str]:
     return delay, (per_day[0] if per_day else ",".join(quota_ids))
 
 
+def _status(value: Any) -> str:
+    return str(getattr(value, "value", value) or "")
+
+
+def _grounding(response: genai_types.GenerateContentResponse) -> dict[str, Any]:
+    """The first candidate's grounding and URL context metadata as plain JSON, the form the
+    ledger keeps (so that a cached answer carries its sources too)."""
+    candidate = response.candidates[0] if response.candidates else None
+    meta = candidate.grounding_metadata if candidate else None
+    chunks = [[(c.web.uri or "") if c.web else "", (c.web.title or "") if c.web else ""]
+              for c in (meta.grounding_chunks or [])] if meta else []
+    supports = [[(s.segment.text or "") if s.segment else "", list(s.grounding_chunk_indices or [])]
+                for s in (meta.grounding_supports or [])] if meta else []
+    url_meta = candidate.url_context_metadata if candidate else None
+    statuses = [[u.retrieved_url or "", _status(u.url_retrieval_status)]
+                for u in (url_meta.url_metadata or [])] if url_meta else []
+    return {"chunks": chunks, "supports": supports, "url_statuses": statuses}
+
+
 class _Gemini:
     def __init__(self, conf: GatewaySettings) -> None:
         if not conf.gemini_api_key:
@@ -299,15 +344,31 @@ class _Gemini:
                 role="user", parts=[genai_types.Part.from_text(text=instruction)]))
         return contents
 
-    async def send(self, config: ModelConfig, request: _Request) -> _Reply:
-        generation = genai_types.GenerateContentConfig(
+    @staticmethod
+    def _generation(config: ModelConfig, request: _Request) -> genai_types.GenerateContentConfig:
+        # Gemini refuses a JSON response type together with tools: a request has one or the
+        # other (structured calls a schema, grounded calls their tools and free text).
+        if request.tools:
+            output: dict[str, Any] = {"tools": [
+                genai_types.Tool(google_search=genai_types.GoogleSearch())
+                if tool == "google_search"
+                else genai_types.Tool(url_context=genai_types.UrlContext())
+                for tool in request.tools
+            ]}
+        else:
+            assert request.schema is not None
+            output = {"response_mime_type": "application/json",
+                      "response_json_schema": request.schema.model_json_schema()}
+        return genai_types.GenerateContentConfig(
             system_instruction=request.system or None,
-            response_mime_type="application/json",
-            response_json_schema=request.schema.model_json_schema(),
-            # No tools here, so nothing to call automatically; saves the SDK's bookkeeping.
+            **output,
+            # Built-in tools run on the server: nothing for the SDK to call automatically.
             automatic_function_calling=genai_types.AutomaticFunctionCallingConfig(disable=True),
             **config.parameters,
         )
+
+    async def send(self, config: ModelConfig, request: _Request) -> _Reply:
+        generation = self._generation(config, request)
         try:
             response = await self._client.aio.models.generate_content(
                 model=config.model, contents=self._contents(request), config=generation)
@@ -327,6 +388,7 @@ class _Gemini:
             tokens_in=(usage.prompt_token_count or 0) if usage else 0,
             tokens_out=tokens_out,
             tokens_cached=(usage.cached_content_token_count or 0) if usage else 0,
+            grounding=_grounding(response) if request.tools else {},
         )
 
     @staticmethod
@@ -390,6 +452,7 @@ class _OpenAI:
         return messages
 
     async def send(self, config: ModelConfig, request: _Request) -> _Reply:
+        assert request.schema is not None  # grounded calls are Gemini's only
         response_format = {
             "type": "json_schema",
             "json_schema": {
@@ -553,6 +616,61 @@ class Gateway:
             outcome, output, reply.text, errors)
         return result
 
+    async def call_grounded(
+        self,
+        model: LLMModel | ModelConfig,
+        *,
+        prompt: Sequence[PromptPart],
+        system: str = "",
+        tools: Sequence[str] = ("google_search",),
+        stage: str,
+        template_name: str = "",
+        template_version: str = "",
+        fresh: bool = False,
+        job_id: int | None = None,
+    ) -> GroundedResult:
+        """A free-text Gemini answer using built-in tools (Google Search, URL context), with
+        its grounding metadata. Same retries, rate limit, ledger and cache as call_structured;
+        no repair, as free text has nothing to validate. The ledger's raw output is the JSON
+        of {text, chunks, supports, url_statuses}, which is also what the cache answers from.
+
+        Raises QuotaExhausted like call_structured; GatewayError for a non-Gemini model."""
+        config = ModelConfig.of(model)
+        if not config.active:
+            raise GatewayError(f"model {config.name!r} is switched off (LLMModel.active)")
+        if config.provider != Provider.GEMINI:
+            raise GatewayError(f"grounded calls need a Gemini model, not {config.provider!r}")
+        unknown = [t for t in tools if t not in GROUNDING_TOOLS]
+        if not tools or unknown:
+            raise GatewayError(f"tools must be among {GROUNDING_TOOLS}, not {list(tools)}")
+        request = _Request(system=system, prompt=tuple(prompt), schema=None, tools=tuple(tools))
+        digest = request_hash(config, system=system, prompt=prompt, schema=None, tools=tools)
+        if not fresh:
+            hit = await sync_to_async(_cached_answer)(digest)
+            if hit is not None:
+                try:
+                    return _grounded(json.loads(hit.raw_output), CallResult(
+                        outcome=Outcome.OK, raw_text=hit.raw_output, cached=True,
+                        request_hash=digest, model_version=hit.model_version))
+                except (ValueError, KeyError, TypeError):
+                    log.warning("cached grounded answer %s is unreadable: calling again", hit.pk)
+
+        result = CallResult(outcome=Outcome.ERROR, request_hash=digest)
+        row: dict[str, Any] = {
+            "job_id": job_id, "stage": stage, "provider": config.provider, "model": config.model,
+            "template_name": template_name, "template_version": template_version,
+            "request_hash": digest,
+        }
+        reply = await self._send(config, request, result, row, is_repair=False)
+        if reply is None:
+            return GroundedResult("", [], [], [], result)
+        blob = json.dumps({"text": reply.text, **reply.grounding}, ensure_ascii=False)
+        answered = _Reply(blob, reply.model_version, reply.tokens_in, reply.tokens_out,
+                          reply.tokens_cached, reply.latency_ms)
+        await self._record(result, row, answered, config, Outcome.OK, "")
+        result.outcome, result.raw_text = Outcome.OK, blob
+        return _grounded(json.loads(blob), result)
+
     async def _send(self, config: ModelConfig, request: _Request, result: CallResult,
                     row: dict[str, Any], *, is_repair: bool) -> _Reply | None:
         """One request through the retry loop; None when it failed for good (`result` says
@@ -627,6 +745,17 @@ class Gateway:
         result.tokens_cached += reply.tokens_cached
         result.cost += cost
         result.model_version = reply.model_version
+
+
+def _grounded(data: dict[str, Any], call: CallResult) -> GroundedResult:
+    return GroundedResult(
+        text=str(data["text"]),
+        chunks=[(str(uri), str(title)) for uri, title in data.get("chunks", [])],
+        supports=[(str(text), [int(i) for i in indices])
+                  for text, indices in data.get("supports", [])],
+        url_statuses=[(str(url), str(status)) for url, status in data.get("url_statuses", [])],
+        call=call,
+    )
 
 
 def gateway_from_settings() -> Gateway:

@@ -1,0 +1,237 @@
+"""The rubric jobs (A.3 build, A.4 refinement) through the real google-genai client against the
+fake Gemini server, run in-process by the job system's chunk runner."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.utils import timezone
+
+from llm import jobs
+from llm.gateway import Gateway
+from llm.models import ItemStatus, JobItem, LLMModel
+from llm.ratelimit import MemoryTokenBucket
+from llm.tasks import run_job_chunk
+from llm.tests.conftest import Harness
+from rubrics import llm_jobs
+from rubrics.models import RubricCheck, RubricVersion, Stage
+from rubrics.tests.conftest import make_question
+from tests.fake_llm import FakeLLM, Reply, fake_llm, grounding_metadata  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SOURCES = [("Burgundy wine", "wine.example"), ("French stews", "stew.example")]
+SUPPORTS = [("Beef bourguignon is braised in red Burgundy wine.", [0]),
+            ("It includes lardons, mushrooms and pearl onions.", [0, 1])]
+
+
+@pytest.fixture
+def setup(fake_llm: FakeLLM, settings, monkeypatch):  # noqa: F811 (the imported fixture)
+    monkeypatch.setattr(run_job_chunk, "delay_on_commit", lambda job_id: None)
+    LLMModel.objects.create(name="gemini-rubrics", provider="gemini", model="gemini-2.5-flash",
+                            requests_per_minute=0)
+    settings.LLM_MODEL_RUBRICS = "gemini-rubrics"
+    return Harness(fake_llm)
+
+
+def drain(harness: Harness, job) -> None:
+    def factory() -> Gateway:
+        return Gateway(limiter=MemoryTokenBucket(), conf=harness.conf)
+
+    while jobs.job_run_chunk(job_id=job.pk, gateway_factory=factory):
+        pass
+    job.refresh_from_db()
+
+
+def fact(item_id: str, *snippets: str, text: str = "It is braised in red wine.") -> dict:
+    return {"id": item_id, "type": "fact", "tier": "answer_critical", "statement": text,
+            "snippets": list(snippets)}
+
+
+def garnish(*snippets: str) -> dict:
+    return {"id": "I2", "type": "strict_list", "tier": "valuable",
+            "topic": "garnish of beef bourguignon",
+            "items": ["lardons", "mushrooms", "pearl onions"], "snippets": list(snippets)}
+
+
+def search_reply(supports=SUPPORTS) -> Reply:
+    return Reply(text=" ".join(t for t, _ in supports),
+                 grounding=grounding_metadata(SOURCES, supports))
+
+
+def build_draft(harness: Harness, question) -> RubricVersion:
+    harness.fake.queue(search_reply(), Reply(text=json.dumps(
+        {"items": [fact("I1", "s1"), garnish("s2", "s3")]})))
+    job = llm_jobs.rubric_build_launch(user=None, question_ids=[question.pk])
+    drain(harness, job)
+    assert job.items_done == 1, jobs.job_progress(job)["failures"]
+    return RubricVersion.objects.get(rubric__question=question, stage=Stage.LLM_DRAFT)
+
+
+def test_build_stores_a_draft_grounded_in_the_search_metadata(setup):
+    question = make_question()
+    draft = build_draft(setup, question)
+    assert draft.made_by_model == "gemini-rubrics"
+    redirect = "https://vertexaisearch.cloud.google.com/grounding-api-redirect/"
+    assert draft.meta_rubric["snippets"] == [
+        {"id": "s1", "url": redirect + "0", "title": "Burgundy wine", "text": SUPPORTS[0][0]},
+        {"id": "s2", "url": redirect + "0", "title": "Burgundy wine", "text": SUPPORTS[1][0]},
+        {"id": "s3", "url": redirect + "1", "title": "French stews", "text": SUPPORTS[1][0]},
+    ]
+    assert (draft.meta_rubric["question"], draft.meta_rubric["entity"]) == (
+        question.text, "Beef bourguignon")
+    assert list(draft.checks.values_list("check_id", flat=True)) == [
+        "I1", "I2.item1", "I2.item2", "I2.item3"]
+    search, layout = (r.body for r in setup.fake.requests)
+    assert search["tools"] == [{"googleSearch": {}}]
+    assert "responseMimeType" not in search.get("generationConfig", {})
+    assert "tools" not in layout
+    assert layout["generationConfig"]["responseMimeType"] == "application/json"
+    assert "items" in layout["generationConfig"]["responseJsonSchema"]["properties"]
+    assert "[s3] French stews" in layout["contents"][0]["parts"][0]["text"]
+
+
+def test_an_unknown_snippet_id_fails_the_item_with_the_compilers_problem(setup):
+    question = make_question()
+    setup.fake.queue(search_reply(), Reply(text=json.dumps({"items": [fact("I1", "s9")]})))
+    job = llm_jobs.rubric_build_launch(user=None)
+    drain(setup, job)
+    item = JobItem.objects.get(job=job)
+    assert item.status == ItemStatus.FAILED
+    assert "items[0].snippets[0]" in item.last_error and "unknown snippet" in item.last_error
+    assert '"s9"' in item.raw_output
+    assert not RubricVersion.objects.filter(rubric__question=question).exists()
+
+
+def test_build_is_idempotent_and_launches_only_eligible_questions(setup):
+    question = make_question()
+    build_draft(setup, question)
+    calls = len(setup.fake.requests)
+    with pytest.raises(jobs.JobError, match="No eligible"):
+        llm_jobs.rubric_build_launch(user=None)
+    # A redelivered item (its version already stored) finishes without calling the model.
+    job = jobs.job_launch(kind=llm_jobs.BUILD, items=[("again", {"question_id": question.pk})],
+                          params={"model": "gemini-rubrics"})
+    drain(setup, job)
+    assert job.items_done == 1 and len(setup.fake.requests) == calls
+    assert "skipped" in JobItem.objects.get(job=job).result
+
+
+def test_launch_refuses_without_a_configured_model(setup, settings):
+    make_question()
+    settings.LLM_MODEL_RUBRICS = ""
+    with pytest.raises(jobs.JobError, match="LLM_MODEL_RUBRICS"):
+        llm_jobs.rubric_build_launch(user=None)
+    settings.LLM_MODEL_RUBRICS = "nope"
+    with pytest.raises(jobs.JobError, match="no LLM model"):
+        llm_jobs.rubric_refine_launch(user=None, round=1)
+
+
+def audit_reply(text: str, failed_url: str | None = None) -> Reply:
+    statuses = [{"retrievedUrl": failed_url,
+                 "urlRetrievalStatus": "URL_RETRIEVAL_STATUS_ERROR"}] if failed_url else []
+    return Reply(text=text, url_context={"urlMetadata": statuses})
+
+
+def test_refine_1_audits_researches_and_rebuilds_a_verified_superset(setup):
+    question = make_question()
+    draft = build_draft(setup, question)
+    setup.fake.requests.clear()
+    new = [("Carrots and a bouquet garni go in too.", [1])]
+    setup.fake.queue(
+        audit_reply("s1: verified - says so\ns2: unsupported - not there\ns3: verified\n"
+                    "Partial coverage:\nI2 misses carrots"),
+        search_reply(new),
+        Reply(text=json.dumps({"items": [fact("I1", "s1"), garnish("s3", "s4"),
+                                         fact("I3", "s4", text="Carrots go in too.")],
+                               "dropped": []})))
+    job = llm_jobs.rubric_refine_launch(user=None, round=1)
+    drain(setup, job)
+    assert job.items_done == 1, jobs.job_progress(job)["failures"]
+    refined = RubricVersion.objects.get(rubric__question=question, stage=Stage.LLM_REFINED_1)
+    assert refined.parent == draft
+    # Unsupported evidence is left out; the new snippet's id follows the draft's.
+    assert [s["id"] for s in refined.meta_rubric["snippets"]] == ["s1", "s3", "s4"]
+    assert refined.meta_rubric["snippets"][2]["text"] == new[0][0]
+    result = JobItem.objects.get(job=job).result
+    assert result["audit"]["s2"]["status"] == "unsupported"
+    assert result["partial_coverage"] == "I2 misses carrots"
+    audit, research, rebuild = (r.body for r in setup.fake.requests)
+    assert audit["tools"] == [{"urlContext": {}}] and research["tools"] == [{"googleSearch": {}}]
+    assert "dropped" in rebuild["generationConfig"]["responseJsonSchema"]["properties"]
+    assert "I2 misses carrots" in rebuild["contents"][0]["parts"][0]["text"]
+
+
+def test_refine_refuses_to_drop_an_item_silently_but_accepts_a_reason(setup):
+    question = make_question()
+    build_draft(setup, question)
+    rebuilt = {"items": [fact("I1", "s1")], "dropped": []}
+    setup.fake.queue(audit_reply("s1: verified\ns2: verified\ns3: verified"), search_reply(),
+                     Reply(text=json.dumps(rebuilt)))
+    job = llm_jobs.rubric_refine_launch(user=None, round=1)
+    drain(setup, job)
+    item = JobItem.objects.get(job=job)
+    assert item.status == ItemStatus.FAILED and "without a recorded reason: I2" in item.last_error
+    assert not RubricVersion.objects.filter(stage=Stage.LLM_REFINED_1).exists()
+
+    rebuilt["dropped"] = [{"id": "I2", "reason": "the garnish varies by recipe"}]
+    # Unreachable per the URL context metadata, whatever the model says.
+    unreachable = "https://vertexaisearch.cloud.google.com/grounding-api-redirect/1"
+    setup.fake.queue(audit_reply("s1: verified\ns2: verified\ns3: verified", unreachable),
+                     search_reply(), Reply(text=json.dumps(rebuilt)))
+    job = llm_jobs.rubric_refine_launch(user=None, round=1, fresh=True)
+    drain(setup, job)
+    result = JobItem.objects.get(job=job).result
+    assert result["dropped"] == rebuilt["dropped"]
+    assert result["audit"]["s3"]["status"] == "unreachable"
+
+
+def human_round(refined: RubricVersion) -> RubricVersion:
+    """A completed human_1 round, made directly: one check reworded, one deleted."""
+    now = timezone.now()
+    human = RubricVersion.objects.create(rubric=refined.rubric, stage=Stage.HUMAN_1,
+                                         parent=refined, meta_rubric=refined.meta_rubric,
+                                         frozen_at=now)
+    for row in refined.checks.order_by("position"):
+        row.pk, row.version = None, human
+        if row.check_id == "I1":
+            row.text, row.origin = "The beef is braised in Burgundy wine.", "edited"
+        if row.check_id == "I2.item3":
+            row.deleted_at, row.delete_reason = now, "pearl onions are optional"
+        row.save()
+    return human
+
+
+def test_refine_2_sends_the_human_edits_and_is_idempotent(setup):
+    question = make_question()
+    build_draft(setup, question)
+    setup.fake.queue(audit_reply("s1: verified\ns2: verified\ns3: verified"), search_reply(),
+                     Reply(text=json.dumps({"items": [fact("I1", "s1"), garnish("s2")]})))
+    drain(setup, llm_jobs.rubric_refine_launch(user=None, round=1))
+    refined = RubricVersion.objects.get(stage=Stage.LLM_REFINED_1)
+    with pytest.raises(jobs.JobError, match="No eligible"):
+        llm_jobs.rubric_refine_launch(user=None, round=2)
+    human_round(refined)
+    setup.fake.requests.clear()
+    garnish_two = {**garnish("s2"), "items": ["lardons", "mushrooms"]}
+    setup.fake.queue(audit_reply("s1: verified\ns2: verified"), search_reply(),
+                     Reply(text=json.dumps({"items": [
+                         fact("I1", "s1", text="The beef is braised in Burgundy wine."),
+                         garnish_two]})))
+    job = llm_jobs.rubric_refine_launch(user=None, round=2)
+    drain(setup, job)
+    assert job.items_done == 1, jobs.job_progress(job)["failures"]
+    prompt = setup.fake.requests[2].body["contents"][0]["parts"][0]["text"]
+    assert "I1 [answer_critical, edited] The beef is braised in Burgundy wine." in prompt
+    assert "- I2.item3 [valuable]" in prompt  # the deleted check, listed with its reason
+    assert "reason: pearl onions are optional" in prompt
+    second = RubricVersion.objects.get(stage=Stage.LLM_REFINED_2)
+    assert list(RubricCheck.objects.filter(version=second).values_list("check_id", flat=True)) \
+        == ["I1", "I2.item1", "I2.item2"]
+    calls = len(setup.fake.requests)
+    again = jobs.job_launch(kind=llm_jobs.REFINE,
+                            items=[("again", {"question_id": question.pk, "round": 2})],
+                            params={"model": "gemini-rubrics"})
+    drain(setup, again)
+    assert again.items_done == 1 and len(setup.fake.requests) == calls
