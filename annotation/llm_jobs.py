@@ -14,6 +14,7 @@ model again. The models stay as they are: the audit trail is where those facts b
 from __future__ import annotations
 
 import mimetypes
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -26,8 +27,17 @@ from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from llm.gateway import CallResult, Gateway, ImagePart
-from llm.jobs import ItemFailed, ItemResult, JobError, current_item, job_launch, register_kind
-from llm.models import Job, LLMModel
+from llm.jobs import (
+    ACTIVE,
+    ItemFailed,
+    ItemResult,
+    JobError,
+    current_item,
+    job_launch,
+    register_kind,
+)
+from llm.launchers import register_launcher
+from llm.models import ItemStatus, Job, JobItem, LLMModel
 from llm.prompts import Prompt, load_prompt
 
 from .models import AuditEvent, Candidate, CandidateOrigin, CandidateStatus, FinalQuestion, Image
@@ -383,18 +393,61 @@ def _launch(*, kind: str, setting: str, prompt_name: str, images: Any, user: Any
 def generation_launch(*, user: Any, image_ids: list[int] | None = None) -> Job:
     """Generate candidates for the chosen images (those without a question), or for every
     image that needs candidates."""
-    images = (Image.objects.filter(pk__in=image_ids, question__isnull=True)
-              if image_ids is not None else Image.objects.needing_candidates())
     return _launch(kind=GENERATE, setting="LLM_MODEL_GENERATION",
-                   prompt_name="generate_candidates", images=images, user=user)
+                   prompt_name="generate_candidates", images=_generation_images(image_ids),
+                   user=user)
 
 
 def guard_launch(*, user: Any, image_ids: list[int] | None = None) -> Job:
     """Run the guard over the chosen images, or every image with accepted candidates and no
     question (images without accepted candidates have nothing to guard and are left out)."""
+    return _launch(kind=GUARD, setting="LLM_MODEL_GUARD", prompt_name="guard",
+                   images=_guard_images(image_ids), user=user)
+
+
+def _generation_images(image_ids: list[int] | None) -> Any:
+    return (Image.objects.filter(pk__in=image_ids, question__isnull=True)
+            if image_ids is not None else Image.objects.needing_candidates())
+
+
+def _guard_images(image_ids: list[int] | None) -> Any:
     accepted = Candidate.objects.filter(image=OuterRef("pk"), status=CandidateStatus.ACCEPTED)
     images = Image.objects.filter(Exists(accepted), question__isnull=True)
-    if image_ids is not None:
-        images = images.filter(pk__in=image_ids)
-    return _launch(kind=GUARD, setting="LLM_MODEL_GUARD", prompt_name="guard", images=images,
-                   user=user)
+    return images.filter(pk__in=image_ids) if image_ids is not None else images
+
+
+def auto_generation_launch(*, image_id: int) -> Job | None:
+    """Generation for one image that review left without candidates (LLM_AUTO_GENERATE): none
+    when the image no longer needs them or a generation job already holds it pending."""
+    image = Image.objects.needing_candidates().filter(pk=image_id).first()
+    if image is None:
+        return None
+    pending = JobItem.objects.filter(
+        job__kind=GENERATE, job__status__in=ACTIVE, key=image.source_id,
+        status__in=[ItemStatus.PENDING, ItemStatus.RUNNING])
+    if pending.exists():
+        return None
+    return generation_launch(user=None, image_ids=[image_id])
+
+
+# ---------------------------------------------------------------------------------------------
+# The console's launchers (llm/launchers.py): scope by the images' source ids.
+
+
+def _resolve_images(source_ids: Sequence[str]) -> tuple[dict[str, int], list[str]]:
+    found = dict(Image.objects.filter(source_id__in=source_ids).values_list("source_id", "pk"))
+    return found, [s for s in source_ids if s not in found]
+
+
+register_launcher(
+    "generate", label="Generate candidates (A.1)", kind=GENERATE, order=10, scope_noun="images",
+    launch=lambda *, user, ids=None: generation_launch(user=user, image_ids=ids),
+    eligible=lambda ids=None: _generation_images(ids).count(),
+    resolve=_resolve_images, model=lambda: configured_model("LLM_MODEL_GENERATION"),
+    calls_per_item=1)
+register_launcher(
+    "guard", label="Guard (A.2)", kind=GUARD, order=20, scope_noun="images",
+    launch=lambda *, user, ids=None: guard_launch(user=user, image_ids=ids),
+    eligible=lambda ids=None: _guard_images(ids).count(),
+    resolve=_resolve_images, model=lambda: configured_model("LLM_MODEL_GUARD"),
+    calls_per_item=1)

@@ -8,6 +8,7 @@ the second insert fails and is reported as a conflict.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,6 +34,8 @@ from .models import (
     Review,
     ReviewClaim,
 )
+
+log = logging.getLogger(__name__)
 
 MAX_SECONDS = 24 * 3600
 MAX_TEXT = 2000
@@ -102,6 +105,31 @@ def _set_status(
         data={"from": old, "to": new, "reason": reason},
         at=now,
     )
+    _after_status_change(candidate.image_id)
+
+
+def _after_status_change(image_id: int) -> None:
+    """With LLM_AUTO_GENERATE on, an image that review leaves without candidates gets a
+    generation job once the change commits. Never fails the review: a missing model is logged
+    and skipped, and any other error of the launch is logged by the robust on_commit."""
+    if not getattr(settings, "LLM_AUTO_GENERATE", False):
+        return
+    transaction.on_commit(lambda: _auto_generate(image_id), robust=True)
+
+
+def _auto_generate(image_id: int) -> None:
+    # Lazy: stage-1 services must not depend on the LLM layer when it is unused.
+    from llm.jobs import JobError
+
+    from .llm_jobs import auto_generation_launch
+
+    try:
+        job = auto_generation_launch(image_id=image_id)
+    except JobError as exc:
+        log.warning("auto-generation for image %s skipped: %s", image_id, exc)
+        return
+    if job is not None:
+        log.info("auto-generation for image %s: job %s", image_id, job.pk)
 
 
 def _clean_text(value, field: str, *, required: bool, limit: int = MAX_TEXT) -> str:

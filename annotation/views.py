@@ -15,7 +15,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count
+from django.db.models import Count, Exists, OuterRef, Subquery
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -23,6 +23,7 @@ from django.utils.html import escape
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods, require_POST
 
+from rubrics.models import Rubric, RubricVersion, Stage
 from rubrics.services import revision_queue
 
 from . import access, services
@@ -272,11 +273,13 @@ def adjudicate_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
 
 def _pipeline_counts() -> dict:
     images: Counter = Counter()
+    guard = 0  # accepted candidates and no question, whether or not others are in review
     for n_pending, n_accepted, has_question in Image.objects.with_counts().values_list(
         "n_pending", "n_accepted", "has_question"
     ):
         images[image_status(n_pending=n_pending, n_accepted=n_accepted,
                             has_question=has_question)] += 1
+        guard += bool(n_accepted and not has_question)
     candidates = dict(
         Candidate.objects.order_by().values_list("status").annotate(n=Count("id"))
     )
@@ -288,7 +291,50 @@ def _pipeline_counts() -> dict:
                        for status in CandidateStatus],
         "candidates_total": sum(candidates.values()),
         "questions": FinalQuestion.objects.count(),
+        "guard": guard,
     }
+
+
+def _pipeline_waits(counts: dict) -> list[tuple[str, str, int, str]]:
+    """What each stage waits for: (label, key, count, launcher key or "" for a human round).
+    Two queries (besides the counts) whatever the number of images or rubrics."""
+    by_status = {key: n for _, key, n in counts["images"]}
+    guard = counts["guard"]
+    live = FinalQuestion.objects.filter(dropped_at__isnull=True)
+    build = live.filter(~Exists(RubricVersion.objects.filter(rubric__question=OuterRef("pk"))))
+    versions = RubricVersion.objects.filter(rubric=OuterRef("pk")).order_by("-id")
+    rubrics = Rubric.objects.filter(question__dropped_at__isnull=True).annotate(
+        latest=Subquery(versions.values("stage")[:1]),
+        latest_open=Exists(versions.filter(frozen_at__isnull=True)),
+        final=Subquery(versions.filter(frozen_at__isnull=False).values("stage")[:1]),
+    ).values_list("latest", "latest_open", "final")
+    waits: Counter = Counter()
+    for latest, open_draft, final in rubrics:
+        if latest == Stage.LLM_DRAFT:
+            waits["refine1"] += 1  # as eligible_for_refine(1): the draft is the latest
+        elif open_draft:
+            waits["human1" if latest == Stage.HUMAN_1 else "human2"] += 1
+        elif final in (Stage.LLM_REFINED_1, Stage.IMPORTED):
+            waits["human1"] += 1
+        elif final == Stage.HUMAN_1:
+            waits["refine2"] += 1
+        elif final == Stage.LLM_REFINED_2:
+            waits["human2"] += 1
+        elif final == Stage.HUMAN_2:
+            waits["final"] += 1
+    return [
+        ("Images needing candidates (generation, A.1)", "generate",
+         by_status.get(ImageStatus.NEEDS_CANDIDATES.value, 0), "generate"),
+        ("Images with accepted candidates and no question (guard, A.2)", "guard", guard, "guard"),
+        ("Questions without a rubric (build, A.3)", "build", build.count(), "build"),
+        ("Rubrics waiting for refinement 1 (latest: LLM draft)", "refine1", waits["refine1"],
+         "refine1"),
+        ("Rubrics waiting for human round 1", "human1", waits["human1"], ""),
+        ("Rubrics waiting for refinement 2 (latest frozen: human round 1)", "refine2",
+         waits["refine2"], "refine2"),
+        ("Rubrics waiting for human round 2", "human2", waits["human2"], ""),
+        ("Final rubrics (human round 2 done)", "final", waits["final"], ""),
+    ]
 
 
 @login_required
@@ -299,8 +345,10 @@ def pipeline(request: HttpRequest) -> HttpResponse:
         .select_related("image")
         .order_by("image_id", "id")[:100]
     )
+    counts = _pipeline_counts()
     return render(request, "annotation/pipeline.html", {
-        "counts": _pipeline_counts(),
+        "counts": counts,
+        "waits": _pipeline_waits(counts),
         "awaiting": awaiting,
         "recent": AuditEvent.objects.select_related("actor").order_by("-id")[:20],
     })

@@ -313,3 +313,7 @@ LLM_MODEL_GUARD = env("LLM_MODEL_GUARD", "") or ""
 # The LLM model (an LLMModel.name) of the rubric jobs: build (A.3) and refinement (A.4). It must
 # be a Gemini model, as evidence is gathered with search grounding and the URL context tool.
 LLM_MODEL_RUBRICS = env("LLM_MODEL_RUBRICS", "") or ""
+
+# Launch candidate generation by itself for an image that review or adjudication leaves with no
+# candidate accepted or pending (annotation/services.py); off unless asked for.
+LLM_AUTO_GENERATE = envbool("LLM_AUTO_GENERATE", "False")

@@ -45,6 +45,8 @@ urlpatterns = [
     path("rubrics/versions/<int:version_id>/complete/", rubric_views.complete,
          name="rubric_complete"),
     path("jobs/", llm_views.job_list, name="jobs"),
+    path("jobs/estimate/", llm_views.job_estimate, name="job_estimate"),
+    path("jobs/launch/", llm_views.job_launch, name="job_launch"),
     path("jobs/<int:job_id>/", llm_views.job_detail, name="job"),
     path("jobs/<int:job_id>/cancel/", llm_views.job_cancel, name="job_cancel"),
     path("jobs/<int:job_id>/retry/", llm_views.job_retry, name="job_retry"),

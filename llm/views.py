@@ -14,13 +14,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import access
 
-from . import jobs
+from . import jobs, launchers
 from .models import ItemStatus, Job, JobItem, JobStatus, LedgerEntry
 from .prompts import all_prompts
 
@@ -59,8 +59,13 @@ def _prompt_anchor(name: str, version: str) -> str:
 def job_list(request: HttpRequest) -> HttpResponse:
     _require_admin(request)
     # The counters live on the job row, so one query serves the page whatever its size.
+    return render(request, "llm/jobs.html", _jobs_context(request))
+
+
+def _jobs_context(request: HttpRequest, est: dict[str, Any] | None = None) -> dict[str, Any]:
     page = _page(request, Job.objects.select_related("launched_by"), JOBS_PER_PAGE)
-    return render(request, "llm/jobs.html", {"page": page, "kinds": jobs.registered_kinds()})
+    return {"page": page, "kinds": jobs.registered_kinds(),
+            "launchers": launchers.all_launchers(), "est": est}
 
 
 def _job_context(job: Job) -> dict[str, Any]:
@@ -145,4 +150,78 @@ def job_retry(request: HttpRequest, job_id: int) -> HttpResponse:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Job {job.pk}: {retried} failed item(s) queued again.")
+    return redirect("job", job_id=job.pk)
+
+
+# --- launching ----------------------------------------------------------------------------
+
+
+def _launcher(request: HttpRequest) -> launchers.Launcher:
+    launcher = launchers.get_launcher(request.POST.get("launcher", ""))
+    if launcher is None:
+        raise Http404("There is no such job to launch.")
+    return launcher
+
+
+def _scope(request: HttpRequest, launcher: launchers.Launcher
+           ) -> tuple[launchers.Scope | None, str]:
+    """The scope the form asks for, or None and why it is refused."""
+    scope = launchers.scope_from(launcher, scope=request.POST.get("scope", "all"),
+                                 ids_text=request.POST.get("ids", ""))
+    if scope.ids is not None and not scope.chosen:
+        return None, "Type the source ids of the chosen items, one per line."
+    if scope.unknown:
+        return None, (f"Unknown for {launcher.label} ({len(scope.unknown)}): "
+                      + ", ".join(scope.unknown))
+    return scope, ""
+
+
+def _estimate(request: HttpRequest, launcher: launchers.Launcher) -> dict[str, Any]:
+    est: dict[str, Any] = {"launcher": launcher, "scope": request.POST.get("scope", "all"),
+                           "ids": request.POST.get("ids", ""), "error": "", "estimate": None,
+                           "skipped": 0}
+    scope, est["error"] = _scope(request, launcher)
+    if scope is None:
+        return est
+    try:
+        model = launcher.model()
+    except jobs.JobError as exc:
+        est["error"] = str(exc)
+        return est
+    items = launcher.eligible(scope.ids)
+    if not items:
+        est["error"] = f"Nothing in this scope is eligible for {launcher.label}."
+        return est
+    est["estimate"] = launchers.estimate(launcher, items, model)
+    est["skipped"] = len(scope.ids) - items if scope.ids is not None else 0
+    return est
+
+
+@login_required
+@require_POST
+def job_estimate(request: HttpRequest) -> HttpResponse:
+    """The calls, tokens and cost of a launch, with its Launch button (htmx: the partial)."""
+    _require_admin(request)
+    est = _estimate(request, _launcher(request))
+    if request.htmx:
+        return render(request, "llm/jobs.html#estimate", {"est": est})
+    return render(request, "llm/jobs.html", _jobs_context(request, est))
+
+
+@login_required
+@require_POST
+def job_launch(request: HttpRequest) -> HttpResponse:
+    _require_admin(request)
+    launcher = _launcher(request)
+    scope, error = _scope(request, launcher)
+    if scope is None:
+        messages.error(request, error)
+        return redirect("jobs")
+    try:
+        job = launcher.launch(user=request.user, ids=scope.ids)
+    except jobs.JobError as exc:
+        messages.error(request, str(exc))
+        return redirect("jobs")
+    messages.success(request, f"{launcher.label}: job {job.pk} launched with "
+                              f"{job.items_total} item(s).")
     return redirect("job", job_id=job.pk)

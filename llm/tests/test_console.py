@@ -138,7 +138,7 @@ def test_list_shows_jobs_newest_first_and_the_registered_kinds(client, root):
     launch_section = html[html.index('data-testid="launch"'):]
     for kind in jobs.registered_kinds():
         assert f"<code>{kind}</code>" in launch_section
-    assert "no launch form" in launch_section
+    assert 'data-launcher="generate"' in launch_section  # the forms: test_console_launch.py
 
 
 @pytest.mark.django_db

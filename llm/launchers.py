@@ -1,0 +1,141 @@
+"""What the job console may launch: a registry the apps fill from their llm_jobs modules, and
+the estimate of calls, tokens and cost shown before a launch.
+
+llm knows nothing of the apps (no import of annotation or rubrics): each app registers, per
+pipeline stage, how to launch it, how to count what is eligible, how to turn the source ids an
+admin types into its own ids, and which model it will use:
+
+    register_launcher("generate", label="Generate candidates (A.1)", kind=GENERATE,
+                      launch=..., eligible=..., resolve=..., model=..., calls_per_item=1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+from .models import Job, LLMModel
+
+# Typical tokens of ONE call of each job kind, (input, output): a rough estimate for the console,
+# not a measurement. Input counts the prompt and an inline image (about 260 tokens for Gemini)
+# or the question, evidence and rubric sent; output is the structured answer or the grounded
+# text. Refine's calls carry the whole rubric and its snippets, hence the larger figures.
+TYPICAL_TOKENS: dict[str, tuple[int, int]] = {
+    "annotation.generate": (1_200, 400),
+    "annotation.guard": (1_500, 600),
+    "rubrics.build": (3_000, 2_500),
+    "rubrics.refine": (6_000, 3_000),
+}
+DEFAULT_TOKENS = (2_000, 1_000)
+# Every job kind makes one structured call per item, and output that fails validation gets one
+# repair call: so an item costs calls_per_item calls, or one more.
+MAX_REPAIRS_PER_ITEM = 1
+MILLION = Decimal(1_000_000)
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """A stage the console can launch.
+
+    launch(user=..., ids=None | [own ids]) -> Job, raising JobError when it cannot;
+    eligible(ids=None | [own ids]) -> the number of items a launch would create;
+    resolve([source ids]) -> ({source id: own id}, [unknown source ids]);
+    model() -> the configured LLMModel, raising JobError when there is none to use.
+    """
+
+    key: str
+    label: str
+    kind: str
+    launch: Callable[..., Job]
+    eligible: Callable[[list[int] | None], int]
+    resolve: Callable[[Sequence[str]], tuple[dict[str, int], list[str]]]
+    model: Callable[[], LLMModel]
+    calls_per_item: int
+    order: int = 0
+    scope_noun: str = "items"
+
+
+_launchers: dict[str, Launcher] = {}
+
+
+def register_launcher(key: str, *, label: str, kind: str, launch: Callable[..., Job],
+                      eligible: Callable[[list[int] | None], int],
+                      resolve: Callable[[Sequence[str]], tuple[dict[str, int], list[str]]],
+                      model: Callable[[], LLMModel], calls_per_item: int, order: int = 0,
+                      scope_noun: str = "items") -> Launcher:
+    """Declare a stage the console can launch; registering a key again replaces it."""
+    if calls_per_item < 1:
+        raise ValueError("calls_per_item must be at least 1")
+    launcher = Launcher(key, label, kind, launch, eligible, resolve, model, calls_per_item,
+                        order, scope_noun)
+    _launchers[key] = launcher
+    return launcher
+
+
+def get_launcher(key: str) -> Launcher | None:
+    return _launchers.get(key)
+
+
+def all_launchers() -> list[Launcher]:
+    return sorted(_launchers.values(), key=lambda launcher: (launcher.order, launcher.key))
+
+
+def parse_ids(text: str) -> list[str]:
+    """Source ids typed one per line (blank lines ignored, duplicates kept once, in order)."""
+    seen: dict[str, None] = {}
+    for line in text.splitlines():
+        if line.strip():
+            seen.setdefault(line.strip(), None)
+    return list(seen)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    items: int
+    calls_min: int
+    calls_max: int
+    tokens_in_min: int
+    tokens_in_max: int
+    tokens_out_min: int
+    tokens_out_max: int
+    cost_min: Decimal
+    cost_max: Decimal
+    model: str
+
+
+def _cost(model: LLMModel, tokens_in: int, tokens_out: int) -> Decimal:
+    return (tokens_in * model.price_input_per_million
+            + tokens_out * model.price_output_per_million) / MILLION
+
+
+def estimate(launcher: Launcher, items: int, model: LLMModel) -> Estimate:
+    """Calls, tokens and cost of launching `launcher` on `items` items with `model`: a range,
+    from no repair to one repair per item."""
+    per_in, per_out = TYPICAL_TOKENS.get(launcher.kind, DEFAULT_TOKENS)
+    calls_min = items * launcher.calls_per_item
+    calls_max = items * (launcher.calls_per_item + MAX_REPAIRS_PER_ITEM)
+    return Estimate(
+        items=items, calls_min=calls_min, calls_max=calls_max,
+        tokens_in_min=calls_min * per_in, tokens_in_max=calls_max * per_in,
+        tokens_out_min=calls_min * per_out, tokens_out_max=calls_max * per_out,
+        cost_min=_cost(model, calls_min * per_in, calls_min * per_out),
+        cost_max=_cost(model, calls_max * per_in, calls_max * per_out),
+        model=model.name)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What the admin asked for: every eligible item, or the chosen source ids."""
+
+    ids: list[int] | None  # None: all eligible
+    chosen: list[str]
+    unknown: list[str]
+
+
+def scope_from(launcher: Launcher, *, scope: str, ids_text: str) -> Scope:
+    if scope != "chosen":
+        return Scope(ids=None, chosen=[], unknown=[])
+    chosen = parse_ids(ids_text)
+    found, unknown = launcher.resolve(chosen) if chosen else ({}, [])
+    return Scope(ids=list(found.values()), chosen=chosen, unknown=unknown)
