@@ -1,0 +1,210 @@
+"""LLM throughput of the job system against the fake Gemini server (issue 4, "Benchmark").
+
+N structured calls (default 5,000) through the job system, in-process: a kind registered here,
+one chunk holding every item, the kind's concurrency = C; the real google-genai client talks to
+tests/fake_llm.py, which answers each call after --delay seconds (default 0.2) and runs in a
+process of its own so that its CPU is not counted. In the same run the bare google-genai async
+client makes the same number of calls with the same C, for comparison. Prints calls/s against
+the ideal C / delay, and CPU (this process's user + system time) per call.
+
+The database is a throwaway SQLite file (migrated first): every call reads the answer cache and
+writes a ledger row, and every item records its outcome, as in production. The rate limiter is
+in memory (the model has no per-minute limit). Loopback only; every loop is bounded.
+
+    .venv/bin/python bench/llm_throughput.py                     # C = 32, 5,000 calls, 200 ms
+    .venv/bin/python bench/llm_throughput.py --concurrency 64 --calls 2000 --delay 0.2
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+def serve_fake(delay: float) -> None:
+    """Child process: the fake server, answering every call after `delay`; stops on EOF."""
+    from http.server import ThreadingHTTPServer
+
+    from tests.fake_llm import Reply, start_fake_llm
+
+    # The default listen backlog (5) resets connections when C of them open at once.
+    ThreadingHTTPServer.request_queue_size = 1024
+    fake, server = start_fake_llm()
+    fake.default = Reply(text=json.dumps({"answer": "forty-two", "score": 7}), delay=delay)
+    # The fake records every request: drop them as they come, or 10,000 bodies pile up.
+    fake.requests = _Discard()
+    print(fake.base_url, flush=True)
+    sys.stdin.read()  # until the parent closes our stdin
+    server.shutdown()
+
+
+class _Discard(list):
+    def append(self, _item: Any) -> None:
+        pass
+
+
+def cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def report(label: str, calls: int, ok: int, wall: float, cpu_s: float, ideal: float) -> dict:
+    rate = ok / wall if wall else 0.0
+    line = (f"{label:<12} {ok:>6}/{calls} ok  {wall:7.2f} s  {rate:7.1f} calls/s  "
+            f"{100 * rate / ideal:5.1f}% of ideal {ideal:.0f}/s  "
+            f"CPU {1000 * cpu_s / max(ok, 1):5.2f} ms/call")
+    print(line, flush=True)
+    return {"label": label, "calls": calls, "ok": ok, "wall_s": round(wall, 3),
+            "calls_per_s": round(rate, 1), "percent_of_ideal": round(100 * rate / ideal, 1),
+            "cpu_ms_per_call": round(1000 * cpu_s / max(ok, 1), 2)}
+
+
+def bare(base_url: str, key: str, calls: int, concurrency: int, schema: dict) -> tuple[int, float]:
+    """The bare google-genai async client: `calls` structured calls, `concurrency` in flight."""
+    from google import genai
+    from google.genai import types
+
+    async def main() -> int:
+        client = genai.Client(api_key=key, http_options=types.HttpOptions(
+            base_url=base_url, api_version="v1beta", timeout=60_000, retry_options=None))
+        config = types.GenerateContentConfig(response_mime_type="application/json",
+                                             response_json_schema=schema)
+        gate = asyncio.Semaphore(concurrency)
+        ok = 0
+
+        async def one(n: int) -> None:
+            nonlocal ok
+            async with gate:
+                response = await client.aio.models.generate_content(
+                    model="gemini-2.5-flash", contents=f"Bench call {n}: answer.", config=config)
+                json.loads(response.text or "")
+                ok += 1
+
+        await asyncio.gather(*(one(n) for n in range(calls)))
+        await client.aio.aclose()
+        return ok
+
+    started = time.perf_counter()
+    ok = asyncio.run(main())
+    return ok, time.perf_counter() - started
+
+
+def through_jobs(base_url: str, key: str, calls: int, concurrency: int) -> tuple[int, float, int]:
+    """The job system: one job of `calls` items, one chunk, the kind's concurrency = C."""
+    from pydantic import BaseModel
+
+    from llm import jobs
+    from llm.gateway import Gateway, GatewaySettings, ModelConfig
+    from llm.models import Job
+    from llm.ratelimit import MemoryTokenBucket
+    from llm.tasks import run_job_chunk
+
+    class Answer(BaseModel):
+        answer: str
+        score: int
+
+    model = ModelConfig(name="bench", provider="gemini", model="gemini-2.5-flash",
+                        requests_per_minute=0)
+
+    async def handler(gateway: Gateway, payload: dict[str, Any]) -> jobs.ItemResult:
+        context = jobs.current_item.get()
+        call = await gateway.call_structured(
+            model, prompt=[f"Bench call {payload['n']}: answer."], schema=Answer,
+            stage="bench", job_id=context.job_id)
+        if not call.ok:
+            raise jobs.ItemFailed(f"{call.outcome}: {call.error}", call)
+        return jobs.ItemResult.of_calls({"score": call.output.score}, call)
+
+    jobs.register_kind("bench.throughput", handler, chunk_size=calls, concurrency=concurrency)
+    run_job_chunk.delay_on_commit = lambda job_id: None  # this process runs the chunk itself
+    conf = GatewaySettings(gemini_api_key=key, gemini_base_url=base_url, timeout_s=60,
+                           max_attempts=2, backoff_base_s=0.05, backoff_cap_s=0.1)
+    job = jobs.job_launch(kind="bench.throughput",
+                          items=[(f"call-{n:05d}", {"n": n}) for n in range(calls)])
+    started = time.perf_counter()
+    claimed = jobs.job_run_chunk(
+        job_id=job.pk, gateway_factory=lambda: Gateway(limiter=MemoryTokenBucket(), conf=conf))
+    wall = time.perf_counter() - started
+    job = Job.objects.get(pk=job.pk)
+    assert claimed == calls, f"one chunk should hold every item, it held {claimed}"
+    return job.items_done, wall, job.items_failed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument("--delay", type=float, default=0.2)
+    parser.add_argument("--serve-fake", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_fake:
+        serve_fake(args.delay)
+        return
+
+    workdir = Path(tempfile.mkdtemp(prefix="gamut-llm-bench-"))
+    os.environ.update(DJANGO_SETTINGS_MODULE="gamut_site.settings",
+                      DATABASE_URL=f"sqlite:///{workdir / 'bench.sqlite3'}",
+                      GAMUT_VAR_DIR=str(workdir), LOG_LEVEL="WARNING")
+    os.environ.pop("REDIS_URL", None)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from pydantic import BaseModel
+
+    from tests.fake_llm import GEMINI_KEY
+
+    call_command("migrate", verbosity=0)
+
+    class Answer(BaseModel):
+        answer: str
+        score: int
+
+    fake = subprocess.Popen([sys.executable, __file__, "--serve-fake", "--delay", str(args.delay)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        assert fake.stdout is not None
+        base_url = fake.stdout.readline().strip()
+        if not base_url.startswith("http://127.0.0.1:"):
+            raise SystemExit(f"the fake server did not start: {base_url!r}")
+        ideal = args.concurrency / args.delay
+        print(f"{args.calls} structured calls, C = {args.concurrency}, fake answers in "
+              f"{args.delay * 1000:.0f} ms, ideal {ideal:.0f} calls/s, "
+              f"{os.cpu_count()} CPUs, SQLite {workdir / 'bench.sqlite3'}", flush=True)
+        results = []
+        before = cpu()
+        ok, wall = bare(base_url, GEMINI_KEY, args.calls, args.concurrency,
+                        Answer.model_json_schema())
+        results.append(report("bare client", args.calls, ok, wall, cpu() - before, ideal))
+        before = cpu()
+        ok, wall, failed = through_jobs(base_url, GEMINI_KEY, args.calls, args.concurrency)
+        results.append(report("job system", args.calls, ok, wall, cpu() - before, ideal))
+        if failed:
+            print(f"job system: {failed} items failed", flush=True)
+        ratio = results[1]["calls_per_s"] / max(results[0]["calls_per_s"], 1e-9)
+        print(f"job system / bare client: {100 * ratio:.0f}%  "
+              f"(target: job system >= 80% of ideal -> "
+              f"{'met' if results[1]['percent_of_ideal'] >= 80 else 'NOT met'})", flush=True)
+    finally:
+        if fake.stdin:
+            fake.stdin.close()
+        try:
+            fake.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            fake.kill()
+            fake.wait()
+
+
+if __name__ == "__main__":
+    main()
