@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from annotation.models import FinalQuestion
 from llm.gateway import CallResult, Gateway, GroundedResult
 from llm.jobs import ItemFailed, ItemResult, JobError, current_item, job_launch, register_kind
+from llm.launchers import register_launcher
 from llm.models import Job, LLMModel, Provider
 from llm.prompts import load_prompt
 
@@ -405,3 +407,28 @@ def rubric_refine_launch(*, user: Any, round: int,  # noqa: A002 (the method's w
     model = rubric_model()
     return _launch(REFINE, eligible_for_refine(round, question_ids), user,
                    {"model": model.name, "round": round, "fresh": fresh}, {"round": round})
+
+
+# ---------------------------------------------------------------------------------------------
+# The console's launchers (llm/launchers.py): scope by the source ids of the questions' images.
+
+
+def _resolve_questions(source_ids: Sequence[str]) -> tuple[dict[str, int], list[str]]:
+    found = dict(_live_questions(None).filter(image__source_id__in=source_ids)
+                 .values_list("image__source_id", "pk"))
+    return found, [s for s in source_ids if s not in found]
+
+
+register_launcher(
+    "build", label="Build rubrics (A.3)", kind=BUILD, order=30, scope_noun="questions",
+    launch=lambda *, user, ids=None: rubric_build_launch(user=user, question_ids=ids),
+    eligible=lambda ids=None: len(eligible_for_build(ids)),
+    resolve=_resolve_questions, model=rubric_model, calls_per_item=2)
+for _round in REFINED_STAGE:
+    register_launcher(
+        f"refine{_round}", label=f"Refine, round {_round} (A.4)", kind=REFINE,
+        order=40 + _round, scope_noun="questions",
+        launch=lambda *, user, ids=None, round_=_round: rubric_refine_launch(
+            user=user, round=round_, question_ids=ids),
+        eligible=lambda ids=None, round_=_round: len(eligible_for_refine(round_, ids)),
+        resolve=_resolve_questions, model=rubric_model, calls_per_item=3)
