@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "annotation",
     "rubrics",
     "llm",
+    "judging",
 ]
 
 MIDDLEWARE = [
