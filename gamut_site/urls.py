@@ -5,6 +5,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from annotation import api, views
+from judging import views as judging_views
 from llm import views as llm_views
 from rubrics import api as rubrics_api
 from rubrics import views as rubric_views
@@ -52,6 +53,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/retry/", llm_views.job_retry, name="job_retry"),
     path("jobs/<int:job_id>/items/<int:item_id>/", llm_views.job_item, name="job_item"),
     path("prompts/", llm_views.prompt_list, name="prompts"),
+    path("leaderboard/", judging_views.leaderboard_page, name="leaderboard"),
     # API
     path("api/review/claim/", api.review_claim, name="api_review_claim"),
     path("api/candidates/<int:candidate_id>/", api.candidate_detail, name="api_candidate"),

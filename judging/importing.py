@@ -1,0 +1,129 @@
+"""Response import: a JSONL file of answers produced elsewhere, validated whole before anything
+is written (like the image import).
+
+One JSON object a line: {"source_id", "model", "setting": "multimodal"|"text_only",
+"response"}. A bad line (not JSON, a missing or unknown field, an unknown source id, a dropped
+question, a bad setting, a (source_id, model, setting) given twice) fails the whole import with
+one message per bad line, naming its line number. A response that exists already is skipped and
+reported. A model name not seen before becomes a new EvaluatedModel.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from annotation.importing import ImportProblems
+from annotation.models import FinalQuestion
+
+from .models import EvaluatedModel, Response, Setting
+
+FIELDS = ("source_id", "model", "setting", "response")
+
+
+@dataclass
+class ResponseEntry:
+    line: int
+    source_id: str
+    model: str
+    setting: str
+    text: str
+    question_id: int = 0
+
+
+@dataclass
+class ResponseImportResult:
+    imported: int
+    skipped: list[tuple[str, str, str]]
+    new_models: list[str]
+
+
+def responses_parse(lines: Iterable[str]) -> list[ResponseEntry]:
+    """Validate every line (against the database too); raise ImportProblems listing each bad
+    line, or return the entries."""
+    problems: list[tuple[int, str]] = []
+    entries: list[ResponseEntry] = []
+    first_line_of: dict[tuple[str, str, str], int] = {}
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            problems.append((number, f"not valid JSON ({exc.msg} at column {exc.colno})"))
+            continue
+        if not isinstance(obj, dict):
+            problems.append((number, "not a JSON object"))
+            continue
+        line_problems = []
+        for name in FIELDS:
+            value = obj.get(name)
+            if value is None:
+                line_problems.append(f"missing field {name!r}")
+            elif not isinstance(value, str) or not value.strip():
+                line_problems.append(f"field {name!r} must be non-empty text")
+        unknown = sorted(set(obj) - set(FIELDS))
+        if unknown:
+            line_problems.append(f"unknown field {unknown[0]!r}")
+        setting = obj.get("setting")
+        if isinstance(setting, str) and setting.strip() and setting not in Setting.values:
+            line_problems.append(f"setting must be multimodal or text_only, not {setting!r}")
+        if line_problems:
+            problems.append((number, "; ".join(line_problems)))
+            continue
+        entry = ResponseEntry(line=number, source_id=obj["source_id"].strip(),
+                              model=obj["model"].strip(), setting=setting,
+                              text=obj["response"])
+        earlier = first_line_of.setdefault((entry.source_id, entry.model, setting), number)
+        if earlier != number:
+            problems.append((number, f"({entry.source_id!r}, {entry.model!r}, {setting!r}) "
+                                     f"repeats line {earlier}"))
+            continue
+        entries.append(entry)
+
+    questions = {
+        source_id: (pk, dropped_at)
+        for pk, source_id, dropped_at in FinalQuestion.objects.filter(
+            image__source_id__in={e.source_id for e in entries}
+        ).values_list("pk", "image__source_id", "dropped_at")
+    }
+    for entry in entries:
+        found = questions.get(entry.source_id)
+        if found is None:
+            problems.append((entry.line, f"source_id {entry.source_id!r} has no final question"))
+        elif found[1] is not None:
+            problems.append((entry.line, f"the question of {entry.source_id!r} was dropped"))
+        else:
+            entry.question_id = found[0]
+    if problems:
+        raise ImportProblems([f"line {n}: {text}" for n, text in sorted(problems)])
+    if not entries:
+        raise ImportProblems(["the file has no lines"])
+    return entries
+
+
+@transaction.atomic
+def responses_import(entries: list[ResponseEntry]) -> ResponseImportResult:
+    """Write validated entries in one transaction; existing responses are skipped."""
+    names = {e.model for e in entries}
+    models = {m.name: m for m in EvaluatedModel.objects.filter(name__in=names)}
+    new_models = sorted(names - set(models))
+    for name in new_models:
+        models[name] = EvaluatedModel.objects.create(name=name)
+    existing = set(
+        Response.objects.filter(question_id__in={e.question_id for e in entries},
+                                model__name__in=names)
+        .values_list("question_id", "model__name", "setting")
+    )
+    skipped, new = [], []
+    for e in entries:
+        if (e.question_id, e.model, e.setting) in existing:
+            skipped.append((e.source_id, e.model, e.setting))
+        else:
+            new.append(Response(model=models[e.model], question_id=e.question_id,
+                                setting=e.setting, text=e.text))
+    Response.objects.bulk_create(new, batch_size=500)
+    return ResponseImportResult(imported=len(new), skipped=skipped, new_models=new_models)

@@ -1,0 +1,122 @@
+"""import_responses, and the leaderboard page: access, exports, pinned query count."""
+
+import csv
+import io
+import json
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+from django.utils import timezone
+
+from judging.models import Response
+from judging.services import verdict_record
+
+from .conftest import final_checks, make_question
+
+pytestmark = pytest.mark.django_db
+
+
+def _write(tmp_path, lines):
+    path = tmp_path / "responses.jsonl"
+    path.write_text("\n".join(json.dumps(x) if isinstance(x, dict) else x for x in lines))
+    return path
+
+
+def _line(source_id="q1", model="model-a", setting="multimodal", response="An answer."):
+    return {"source_id": source_id, "model": model, "setting": setting, "response": response}
+
+
+def test_import_responses_writes_and_skips_existing(tmp_path, capsys):
+    make_question("q1")
+    make_question("q2")
+    path = _write(tmp_path, [_line(), _line("q2"), _line(setting="text_only")])
+    call_command("import_responses", str(path))
+    assert Response.objects.count() == 3
+    assert "new model model-a" in capsys.readouterr().out
+    path = _write(tmp_path, [_line(), _line(model="model-b")])
+    call_command("import_responses", str(path))
+    out = capsys.readouterr().out
+    assert "skipped q1 model-a multimodal: already imported" in out
+    assert "imported 1 response(s), skipped 1" in out
+    assert Response.objects.count() == 4
+
+
+def test_import_responses_validates_everything_first(tmp_path, capsys):
+    make_question("q1")
+    dropped = make_question("q2")
+    dropped.dropped_at = timezone.now()
+    dropped.save()
+    path = _write(tmp_path, [
+        _line(),                       # 1 fine
+        "{not json",                   # 2
+        _line("nope"),                 # 3 unknown source id
+        _line("q2"),                   # 4 dropped
+        _line(setting="audio"),        # 5 bad setting
+        _line(),                       # 6 repeats line 1
+        {"source_id": "q1", "model": "m", "setting": "multimodal"},  # 7 missing response
+    ])
+    with pytest.raises(SystemExit) as exc:
+        call_command("import_responses", str(path))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    for fragment in ("line 2: not valid JSON", "line 3: source_id 'nope' has no final question",
+                     "line 4: the question of 'q2' was dropped",
+                     "line 5: setting must be multimodal or text_only",
+                     "line 6: ('q1', 'model-a', 'multimodal') repeats line 1",
+                     "line 7: missing field 'response'", "6 bad line(s); nothing was imported"):
+        assert fragment in err
+    assert not Response.objects.exists()
+
+
+def _populate(n_models, respond, judge):
+    for i in range(4):
+        q = make_question(f"q{i}", domain=["food", "art"][i % 2])
+        for m in range(n_models):
+            response = respond(q, model=f"model-{m}")
+            for check in final_checks(q):
+                verdict_record(judge=judge, response=response, check=check,
+                               verdict=["meets", "missing", "contradicts"][(i + m) % 3])
+
+
+def test_leaderboard_is_for_admins_only(client, mallory, alice, judge):
+    url = reverse("leaderboard")
+    assert client.get(url).status_code == 302  # to the login page
+    for person in (mallory, alice):
+        client.force_login(person)
+        assert client.get(url).status_code == 403
+
+
+@pytest.mark.parametrize("n_models", [2, 6])
+def test_leaderboard_page_query_count(client, root, judge, respond, n_models,
+                                      django_assert_max_num_queries):
+    _populate(n_models, respond, judge)
+    client.force_login(root)
+    with django_assert_max_num_queries(8):
+        response = client.get(reverse("leaderboard"), {"judge": judge.name})
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert body.count('aria-label="Gamut') == n_models
+    assert 'data-testid="by-domain"' in body and 'data-testid="by-popularity"' in body
+
+
+def test_exports(client, root, judge, respond):
+    _populate(2, respond, judge)
+    client.force_login(root)
+    url = reverse("leaderboard")
+    data = client.get(url, {"judge": judge.name, "setting": "multimodal",
+                            "format": "json"}).json()
+    assert data["judge"] == judge.name and data["questions"] == 4
+    assert [r["model"] for r in data["rows"]] and {"gamut", "ci_low", "ci_high",
+                                                   "answer_critical", "missing",
+                                                   "failed"} <= set(data["rows"][0])
+    response = client.get(url, {"judge": judge.name, "format": "csv"})
+    assert response["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [r["model"] for r in rows] == [r["model"] for r in data["rows"]]
+    assert float(rows[0]["gamut"]) == pytest.approx(data["rows"][0]["gamut"])
+
+
+def test_leaderboard_without_judges(client, root):
+    client.force_login(root)
+    assert "No judge has been set up yet" in client.get(reverse("leaderboard")).content.decode()
