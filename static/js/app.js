@@ -3,6 +3,13 @@
 (function () {
   "use strict";
 
+  // Submit through htmx even when the form arrived in a swap that htmx has not finished
+  // processing yet (it settles new content a moment later): htmx.process is idempotent.
+  function send(form) {
+    if (window.htmx) window.htmx.process(form);
+    form.requestSubmit();
+  }
+
   function panel() {
     return document.querySelector("[data-shortcuts]");
   }
@@ -38,7 +45,7 @@
       flash(form, "Choose a decision first: a, r or d.");
       return;
     }
-    form.requestSubmit();
+    send(form);
   }
 
   function flash(form, text) {
@@ -85,7 +92,7 @@
         focusCheck(target.closest("li.check"));
       } else if (key === "Enter" && !event.shiftKey && target.tagName === "TEXTAREA" && form) {
         event.preventDefault();
-        form.requestSubmit();
+        send(form);
       }
       return;
     }
@@ -121,7 +128,7 @@
       if (button && !button.disabled) {
         event.preventDefault();
         focusedCheck = check.dataset.check;
-        button.form.requestSubmit();
+        send(button.form);
       }
     } else if (key === "x" || key === "Delete") {
       event.preventDefault();
@@ -133,7 +140,7 @@
       if (button) {
         event.preventDefault();
         focusedCheck = check.dataset.check;
-        button.form.requestSubmit();
+        send(button.form);
       }
     }
   }
