@@ -117,6 +117,7 @@ def _workspace_context(version: RubricVersion, *, error: ReviewError | None = No
     snippets = {s["id"]: s for s in meta.get("snippets", [])}
     for row in rows:
         row.evidence = [snippets[s] for s in row.snippets if s in snippets]
+        row.pk_str = str(row.pk)
     groups = [
         {"tier": tier, "label": TIER_LABELS[tier], "checks": [r for r in live if r.tier == tier]}
         for tier in TIERS
@@ -124,6 +125,7 @@ def _workspace_context(version: RubricVersion, *, error: ReviewError | None = No
     parent_rows = list(version.parent.checks.all()) if version.parent else []
     return {
         "version": version,
+        "base": reverse("rubric_workspace", args=[version.pk]),
         "question": version.rubric.question,
         "editable": version.frozen_at is None,
         "groups": groups,

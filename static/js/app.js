@@ -5,9 +5,12 @@
 
   // Submit through htmx even when the form arrived in a swap that htmx has not finished
   // processing yet (it settles new content a moment later): htmx.process is idempotent.
-  function send(form) {
+  function send(form, submitter) {
     if (window.htmx) window.htmx.process(form);
-    form.requestSubmit();
+    // A click, not requestSubmit(submitter): htmx takes the button's name and value from the
+    // button it saw clicked.
+    if (submitter) submitter.click();
+    else form.requestSubmit();
   }
 
   function panel() {
@@ -128,7 +131,7 @@
       if (button && !button.disabled) {
         event.preventDefault();
         focusedCheck = check.dataset.check;
-        send(button.form);
+        send(button.form, button);
       }
     } else if (key === "x" || key === "Delete") {
       event.preventDefault();
@@ -140,7 +143,7 @@
       if (button) {
         event.preventDefault();
         focusedCheck = check.dataset.check;
-        send(button.form);
+        send(button.form, button);
       }
     }
   }
