@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Rubric workspace benchmark, end to end: a throwaway PostgreSQL on 127.0.0.1:5434 (its own
+# data directory, /tmp/gamut-bench-pg2), migrate, generate 200 rubrics of 60 checks and 10
+# revisers, gunicorn on 127.0.0.1:8002 (DEBUG=False), 10 revisers for 60 s, then stop gunicorn
+# and PostgreSQL. Run by hand from anywhere:  bench/run_workspace_bench.sh
+#
+# Environment (all optional):
+#   PG_PORT=5434  PG_DIR=/tmp/gamut-bench-pg2  (the lead's PostgreSQL uses 5433: not that; the
+#                                               review benchmark uses 5434 too: not both at once)
+#   BENCH_USERS=10  BENCH_SECONDS=60  BENCH_THINK=0
+#   QUESTIONS=200  CHECKS=60                   (data size: see bench/generate_rubric_data.py)
+#   GUNICORN_ARGS="--workers 3"
+#   KEEP_PG=1                                  leave PostgreSQL running afterwards (EXPLAIN)
+# Extra arguments go to bench/workspace_load.py (e.g. --edits-per-get 5).
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+PG_PORT=${PG_PORT:-5434}
+PG_DIR=${PG_DIR:-/tmp/gamut-bench-pg2}
+BENCH_USERS=${BENCH_USERS:-10}
+BENCH_SECONDS=${BENCH_SECONDS:-60}
+BENCH_THINK=${BENCH_THINK:-0}
+QUESTIONS=${QUESTIONS:-200}
+CHECKS=${CHECKS:-60}
+GUNICORN_ARGS=${GUNICORN_ARGS:---workers 3}
+HOST=127.0.0.1
+PORT=8002
+PY=.venv/bin/python
+
+if [ "$PG_PORT" = 5433 ]; then
+  echo "PG_PORT 5433 is the lead's PostgreSQL; choose another port." >&2
+  exit 2
+fi
+case "$PG_DIR" in
+  /tmp/gamut-bench-*) ;;
+  *) echo "PG_DIR must be under /tmp/gamut-bench-* (it is emptied)." >&2; exit 2 ;;
+esac
+# Our own PostgreSQL left running (KEEP_PG=1) is stopped first; anything else is refused.
+.ci/postgres.sh stop "$PG_PORT" "$PG_DIR" >/dev/null 2>&1 || true
+for port in "$PORT" "$PG_PORT"; do
+  if (exec 3<>"/dev/tcp/$HOST/$port") 2>/dev/null; then
+    echo "Something listens on $HOST:$port already (the review benchmark?); stop it first." >&2
+    exit 2
+  fi
+done
+
+mkdir -p bench/out
+gunicorn_pid=""
+cleanup() {
+  if [ -n "$gunicorn_pid" ] && kill -0 "$gunicorn_pid" 2>/dev/null; then
+    kill -TERM "$gunicorn_pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$gunicorn_pid" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "$gunicorn_pid" 2>/dev/null || true
+  fi
+  if [ "${KEEP_PG:-0}" = 1 ]; then
+    echo "PostgreSQL left running: $DATABASE_URL (stop: .ci/postgres.sh stop $PG_PORT $PG_DIR)"
+  else
+    .ci/postgres.sh stop "$PG_PORT" "$PG_DIR" || true
+  fi
+}
+
+# cpu_ticks PID: user+system clock ticks of PID, of its live children (gunicorn workers,
+# PostgreSQL backends) and of its children that have exited (Django reconnects every 60 s).
+cpu_ticks() {
+  local total pid
+  total=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat" 2>/dev/null || echo 0)
+  for pid in $(pgrep -P "$1" || true); do
+    total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+  done
+  echo "$total"
+}
+
+code=$(git rev-parse --short HEAD 2>/dev/null || echo "not a git checkout")
+git diff --quiet HEAD -- . ':!bench' 2>/dev/null || code="$code, with uncommitted changes outside bench/"
+echo "== app code: $code"
+echo "== PostgreSQL on $HOST:$PG_PORT ($PG_DIR, fresh)"
+rm -rf -- "$PG_DIR"
+DATABASE_URL=$(.ci/postgres.sh start "$PG_PORT" "$PG_DIR")
+export DATABASE_URL
+trap cleanup EXIT
+export DEBUG=False ALLOWED_HOSTS=$HOST MEDIA_ROOT="$repo/bench/out/media"
+unset REDIS_URL GAMUT_ENV
+
+echo "== migrate"
+$PY manage.py migrate --noinput >/dev/null
+echo "== generate"
+$PY bench/generate_rubric_data.py --reset --questions "$QUESTIONS" --checks "$CHECKS"
+
+echo "== gunicorn $GUNICORN_ARGS on $HOST:$PORT"
+.venv/bin/gunicorn gamut_site.wsgi --bind "$HOST:$PORT" $GUNICORN_ARGS \
+  --log-level warning --error-logfile bench/out/gunicorn-workspace.log &
+gunicorn_pid=$!
+ready=0
+for _ in $(seq 1 100); do
+  if (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null; then ready=1; break; fi
+  sleep 0.2
+done
+if [ "$ready" != 1 ]; then
+  echo "gunicorn did not start; see bench/out/gunicorn-workspace.log" >&2
+  exit 1
+fi
+sleep 1  # let every worker boot
+postmaster=$(head -1 "$PG_DIR/postmaster.pid")
+
+# busy_ticks: the whole machine's busy and stolen clock ticks, from /proc/stat.
+busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9, $9}' /proc/stat; }
+
+summary=bench/out/workspace_load-$(date +%Y%m%d-%H%M%S).json
+echo "== load"
+gu0=$(cpu_ticks "$gunicorn_pid"); pg0=$(cpu_ticks "$postmaster"); read -r busy0 steal0 < <(busy_ticks)
+t0=$(date +%s.%N)
+status=0
+$PY bench/workspace_load.py --url "http://$HOST:$PORT" --users "$BENCH_USERS" \
+  --seconds "$BENCH_SECONDS" --think "$BENCH_THINK" --out "$summary" "$@" || status=$?
+t1=$(date +%s.%N)
+gu1=$(cpu_ticks "$gunicorn_pid"); pg1=$(cpu_ticks "$postmaster"); read -r busy1 steal1 < <(busy_ticks)
+client=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1])).get("client_cpu_seconds", 0))' \
+  "$summary" 2>/dev/null || echo 0)
+# The rest of the busy time is other processes (and the load client's database checks): if it
+# is large, something else was running and the figures are not representative.
+awk -v g=$((gu1 - gu0)) -v p=$((pg1 - pg0)) -v b=$((busy1 - busy0)) -v st=$((steal1 - steal0)) \
+    -v c="$client" -v hz="$(getconf CLK_TCK)" -v n="$(nproc)" -v t0="$t0" -v t1="$t1" 'BEGIN {
+  w = t1 - t0
+  printf "CPU-seconds over the %.0f s of logins, load and checks (%d cores: %.0f available): gunicorn %.1f, PostgreSQL %.1f, load client %.1f, everything else %.1f (stolen by the host %.1f)\n",
+         w, n, n * w, g / hz, p / hz, c, b / hz - g / hz - p / hz - c, st / hz
+  if (b / hz - g / hz - p / hz - c > 5)
+    print "More than 5 CPU-s went to other processes: discard this run and run it again when the machine is quiet." }'
+exit "$status"
