@@ -17,6 +17,7 @@ from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from annotation import access
@@ -44,9 +45,9 @@ def queue(request: HttpRequest) -> HttpResponse:
     held = (RevisionClaim.objects.filter(reviser=request.user,
                                          version__frozen_at__isnull=True)
             .select_related("version__rubric__question__image").first())
-    waiting = services.revision_queue()
+    waiting = services.waiting_versions(now=timezone.now()).count()
     return render(request, "rubrics/queue.html", {
-        "held": held, "waiting": len(waiting),
+        "held": held, "waiting": waiting,
         "done": RubricVersion.objects.filter(made_by=request.user,
                                              frozen_at__isnull=False).count(),
     })
