@@ -18,7 +18,9 @@ What it writes (defaults):
 It refuses to run when the database has rubrics already, unless --reset is given: --reset
 empties the rubric tables (TRUNCATE on PostgreSQL, deletes on SQLite) and removes the questions,
 candidates and images that an earlier run of this script made (source ids "bench-rubric-...").
-Nothing else is touched. On PostgreSQL the tables are ANALYZEd at the end, as autovacuum would.
+Nothing else is touched: --reset refuses when rows of other tables (judging's verdicts, say)
+point at rubric rows or at those questions. On PostgreSQL the tables are ANALYZEd at the end, as
+autovacuum would.
 Deterministic for a given --seed, apart from the password.
 """
 
@@ -125,10 +127,50 @@ def meta_rubric(rng: random.Random, checks: int) -> dict[str, Any]:
 # --- reset ----------------------------------------------------------------------------------
 
 
+def reset_blockers() -> list[str]:
+    """Rows outside the rubric tables that --reset would delete: TRUNCATE ... CASCADE empties
+    every table that references a rubric table, directly or through another such table
+    (judging's verdicts and tier counts, ...), so those must be empty; and nothing may point at
+    this script's questions, candidates and images. --reset refuses while there are any."""
+    rubric_models = set(apps.get_app_config("rubrics").get_models())
+    mine = {
+        Image: Image.objects.filter(source_id__startswith=SOURCE_PREFIX),
+        Candidate: Candidate.objects.filter(image__source_id__startswith=SOURCE_PREFIX),
+        FinalQuestion: FinalQuestion.objects.filter(image__source_id__startswith=SOURCE_PREFIX),
+    }
+
+    def keys(model):
+        return [f for f in model._meta.get_fields()
+                if (f.many_to_one or f.one_to_one) and f.concrete]
+
+    cascaded: set = set()
+    # Bounded: each pass adds at least one model or stops.
+    for _ in range(len(apps.get_models()) + 1):
+        more = {m for m in apps.get_models() if m not in rubric_models | cascaded
+                and any(f.related_model in rubric_models | cascaded for f in keys(m))}
+        if not more:
+            break
+        cascaded |= more
+    found = [f"{m._meta.label} (would be emptied)" for m in cascaded if m.objects.exists()]
+    for model in apps.get_models():
+        if model in rubric_models | cascaded or model in mine:
+            continue
+        for f in keys(model):
+            if f.related_model in mine and model.objects.filter(
+                    **{f"{f.name}__in": mine[f.related_model]}).exists():
+                found.append(f"{model._meta.label}.{f.name}")
+    return found
+
+
 def reset() -> None:
+    blockers = reset_blockers()
+    if blockers:
+        raise SystemExit("--reset would delete rows that point at the rubrics or at this "
+                         f"script's questions ({', '.join(blockers)}); not resetting.")
     models = list(apps.get_app_config("rubrics").get_models())
     with transaction.atomic():
         if connection.vendor == "postgresql":
+            # CASCADE reaches only the tables that reset_blockers found empty.
             tables = ", ".join(connection.ops.quote_name(m._meta.db_table) for m in models)
             with connection.cursor() as cursor:
                 cursor.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
