@@ -67,15 +67,20 @@ def parse_args(argv=None):
         parser.error("--warmup must be between 0 and 600")
     if not 0 <= args.think <= 600:
         parser.error("--think must be between 0 and 600")
-    parts = urlsplit(args.url)
+    require_loopback(parser, args.url)
+    return args
+
+
+def require_loopback(parser: argparse.ArgumentParser, url: str) -> None:
+    """A load test only ever targets this machine."""
+    parts = urlsplit(url)
     host = parts.hostname or ""
     try:
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         loopback = False
     if parts.scheme not in ("http", "https") or not loopback:
-        parser.error(f"--url must be http(s) on a loopback address, not {args.url!r}")
-    return args
+        parser.error(f"--url must be http(s) on a loopback address, not {url!r}")
 
 
 @dataclass

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ipaddress
 import json
 import os
 import random
@@ -48,7 +47,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
-from review_load import Stats, percentile
+from review_load import Stats, percentile, require_loopback
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
@@ -107,14 +106,7 @@ def parse_args(argv=None):
         parser.error("--edits-per-get must be between 1 and 1000")
     if not 2 <= args.round_edits <= 10_000:
         parser.error("--round-edits must be between 2 and 10000")
-    parts = urlsplit(args.url)
-    host = parts.hostname or ""
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if parts.scheme not in ("http", "https") or not loopback:
-        parser.error(f"--url must be http(s) on a loopback address, not {args.url!r}")
+    require_loopback(parser, args.url)
     return args
 
 
