@@ -5,7 +5,11 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from annotation import api, views
+from judging import api as judging_api
 from judging import views as judging_views
+from judging import views_analysis as results_views
+from judging import views_runs as judging_runs
+from judging import views_spot as judging_spot
 from llm import views as llm_views
 from rubrics import api as rubrics_api
 from rubrics import views as rubric_views
@@ -54,6 +58,19 @@ urlpatterns = [
     path("jobs/<int:job_id>/items/<int:item_id>/", llm_views.job_item, name="job_item"),
     path("prompts/", llm_views.prompt_list, name="prompts"),
     path("leaderboard/", judging_views.leaderboard_page, name="leaderboard"),
+    path("judging/runs/", judging_runs.runs_page, name="judging_runs"),
+    path("judging/runs/estimate/", judging_runs.runs_estimate, name="judging_runs_estimate"),
+    path("judging/runs/launch/", judging_runs.runs_launch, name="judging_runs_launch"),
+    path("judging/spot-checks/", judging_spot.grade_page, name="spot_checks"),
+    path("judging/spot-checks/<int:spot_check_id>/", judging_spot.grade_submit,
+         name="spot_check_grade"),
+    path("judging/spot-checks/results/", judging_spot.results_page,
+         name="spot_check_results"),
+    path("leaderboard/settings/", results_views.settings_page, name="results_settings"),
+    path("leaderboard/judges/", results_views.judges_page, name="results_judges"),
+    path("leaderboard/questions/", results_views.questions_page, name="results_questions"),
+    path("leaderboard/questions/<str:source_id>/", results_views.question_page,
+         name="results_question"),
     # API
     path("api/review/claim/", api.review_claim, name="api_review_claim"),
     path("api/candidates/<int:candidate_id>/", api.candidate_detail, name="api_candidate"),
@@ -65,6 +82,11 @@ urlpatterns = [
     path("api/images/import/", api.images_import, name="api_images_import"),
     path("api/images/<str:source_id>/", api.image_detail, name="api_image"),
     path("api/benchmark/export/", rubrics_api.benchmark_export, name="api_benchmark_export"),
+    path("api/leaderboard/", judging_api.leaderboard_detail, name="api_leaderboard"),
+    path("api/leaderboard/settings/", judging_api.settings_detail, name="api_results_settings"),
+    path("api/leaderboard/judges/", judging_api.judges_detail, name="api_results_judges"),
+    path("api/leaderboard/questions/<str:source_id>/", judging_api.question_detail,
+         name="api_results_question"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # Swagger UI (served from the sidecar wheel) styles itself inline; its page alone allows that.
     path("api/docs/", csp_update({"style-src": ["'unsafe-inline'"]})(

@@ -4,3 +4,7 @@ from django.apps import AppConfig
 class JudgingConfig(AppConfig):
     name = "judging"
     verbose_name = "Judging"
+
+    def ready(self) -> None:
+        # Registers the collection and judge job kinds, in web processes and workers alike.
+        from . import llm_jobs  # noqa: F401

@@ -16,8 +16,12 @@ records a copy for the new version's row without a call (`verdict_find`).
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
+
+from .scoring import ScoringSettings, SettingsInvalid
 
 
 class Setting(models.TextChoices):
@@ -146,3 +150,74 @@ COUNT_FIELD = {
     VerdictValue.CONTRADICTS: "contradicts",
     VerdictValue.FAILED: "failed",
 }
+
+
+class ScoringConfig(models.Model):
+    """The benchmark's scoring settings (section 4 of the rubric method): lambda, mu and the
+    tier weights. One row (pk 1), edited by admins; every leaderboard and table reads it through
+    `judging.services.scoring_settings`. Without the row, the method's defaults apply."""
+
+    partial_credit = models.FloatField("lambda (credit of partially meets)", default=0.5)
+    mu = models.FloatField("mu (score of contradicts)", default=-2.0)
+    weight_answer_critical = models.FloatField(default=0.6)
+    weight_valuable = models.FloatField(default=0.3)
+    weight_context = models.FloatField(default=0.1)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "scoring settings"
+        verbose_name_plural = "scoring settings"
+
+    def __str__(self) -> str:
+        return (f"lambda {self.partial_credit}, mu {self.mu}, weights "
+                f"{self.weight_answer_critical}/{self.weight_valuable}/{self.weight_context}")
+
+    def as_settings(self) -> ScoringSettings:
+        """Raises SettingsInvalid (every problem named) for values the method forbids."""
+        return ScoringSettings(lambda_=self.partial_credit, mu=self.mu, weights=(
+            self.weight_answer_critical, self.weight_valuable, self.weight_context))
+
+    def clean(self) -> None:
+        try:
+            self.as_settings()
+        except SettingsInvalid as exc:
+            raise ValidationError(str(exc)) from exc
+
+
+class SpotCheck(models.Model):
+    """A (response, check) pair on which judges disagree, drawn for a person to grade with the
+    same four verdicts. Graders never see the judges' verdicts (the page does not send them);
+    each judge's agreement with people is computed from the graded rows."""
+
+    response = models.ForeignKey(Response, on_delete=models.PROTECT, related_name="spot_checks")
+    check_row = models.ForeignKey("rubrics.RubricCheck", on_delete=models.PROTECT,
+                                  related_name="spot_checks")
+    drawn_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                 on_delete=models.SET_NULL, related_name="+")
+    drawn_at = models.DateTimeField(default=timezone.now)
+    # One grader at a time: a lease, like review claims.
+    claimed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    verdict = models.CharField(max_length=16, blank=True, choices=[
+        (v, label) for v, label in VerdictValue.choices if v != VerdictValue.FAILED])
+    note = models.TextField(blank=True)
+    graded_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                  on_delete=models.PROTECT, related_name="+")
+    graded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["response", "check_row"], name="spot_check_once"),
+            models.CheckConstraint(
+                condition=(models.Q(graded_at__isnull=True, verdict="")
+                           | models.Q(graded_at__isnull=False, graded_by__isnull=False)
+                           & ~models.Q(verdict="")),
+                name="spot_check_graded_whole"),
+        ]
+
+    def __str__(self) -> str:
+        return f"spot check {self.pk} ({self.verdict or 'ungraded'})"

@@ -13,6 +13,7 @@ from annotation import access
 
 from .leaderboard import EXPORT_COLUMNS, leaderboard
 from .models import Judge, Setting
+from .services import scoring_settings
 
 
 def _chart(value: float | None) -> dict:
@@ -32,7 +33,8 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     setting = request.GET.get("setting", Setting.MULTIMODAL)
     if setting not in Setting.values:
         setting = Setting.MULTIMODAL
-    board = leaderboard(judge=judge, setting=setting) if judge else None
+    scoring = scoring_settings()
+    board = leaderboard(judge=judge, setting=setting, settings=scoring) if judge else None
     export = request.GET.get("format")
     if export in ("csv", "json") and board is None:
         return HttpResponse("No judge yet.", status=404, content_type="text/plain")
@@ -57,5 +59,5 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
                 row.chart["ci_high"] = round(50 + row.high / 2, 1)
     return render(request, "judging/leaderboard.html", {
         "judges": judges, "judge": judge, "setting": setting, "settings": Setting.choices,
-        "board": board,
+        "board": board, "scoring": scoring,
     })

@@ -200,7 +200,7 @@ class _Request:
 
     system: str
     prompt: tuple[PromptPart, ...]
-    schema: type[BaseModel] | None  # None: free text (a grounded call)
+    schema: type[BaseModel] | None  # None: free text (grounded or call_text)
     # Earlier turns of a repair: (invalid model text, the repair instruction).
     repair: tuple[str, str] | None = None
     tools: tuple[str, ...] = ()  # Gemini built-in tools (GROUNDING_TOOLS); never with a schema
@@ -355,10 +355,11 @@ class _Gemini:
                 else genai_types.Tool(url_context=genai_types.UrlContext())
                 for tool in request.tools
             ]}
-        else:
-            assert request.schema is not None
+        elif request.schema is not None:
             output = {"response_mime_type": "application/json",
                       "response_json_schema": request.schema.model_json_schema()}
+        else:
+            output = {}  # free text (call_text)
         return genai_types.GenerateContentConfig(
             system_instruction=request.system or None,
             **output,
@@ -452,20 +453,21 @@ class _OpenAI:
         return messages
 
     async def send(self, config: ModelConfig, request: _Request) -> _Reply:
-        assert request.schema is not None  # grounded calls are Gemini's only
-        response_format = {
-            "type": "json_schema",
-            "json_schema": {
-                "name": request.schema.__name__,
-                "schema": _strict(request.schema.model_json_schema()),
-                "strict": True,
-            },
-        }
+        # Grounded calls are Gemini's only: here a request has a schema or is free text.
+        structured: dict[str, Any] = {}
+        if request.schema is not None:
+            structured["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": request.schema.__name__,
+                    "schema": _strict(request.schema.model_json_schema()),
+                    "strict": True,
+                },
+            }
         try:
             response = await self._client.chat.completions.create(
                 model=config.model, messages=self._messages(request),
-                response_format=response_format,  # type: ignore[arg-type]
-                **config.parameters,
+                **structured, **config.parameters,
             )
         except openai.APITimeoutError as exc:
             raise _Failure(Outcome.TIMEOUT, f"timed out: {exc}") from exc
@@ -670,6 +672,50 @@ class Gateway:
         await self._record(result, row, answered, config, Outcome.OK, "")
         result.outcome, result.raw_text = Outcome.OK, blob
         return _grounded(json.loads(blob), result)
+
+    async def call_text(
+        self,
+        model: LLMModel | ModelConfig,
+        *,
+        prompt: Sequence[PromptPart],
+        system: str = "",
+        stage: str,
+        template_name: str = "",
+        template_version: str = "",
+        fresh: bool = False,
+        job_id: int | None = None,
+    ) -> CallResult:
+        """A free-text answer (no schema, no tools), from either provider: what an evaluated
+        model writes when it answers a question. Same retries, rate limit, ledger and cache as
+        call_structured; `raw_text` is the answer. An empty answer is not `ok` (outcome
+        invalid_output): there is nothing to keep.
+
+        Raises QuotaExhausted like call_structured."""
+        config = ModelConfig.of(model)
+        if not config.active:
+            raise GatewayError(f"model {config.name!r} is switched off (LLMModel.active)")
+        request = _Request(system=system, prompt=tuple(prompt), schema=None)
+        digest = request_hash(config, system=system, prompt=prompt, schema=None)
+        if not fresh:
+            hit = await sync_to_async(_cached_answer)(digest)
+            if hit is not None and hit.raw_output.strip():
+                return CallResult(outcome=Outcome.OK, raw_text=hit.raw_output, cached=True,
+                                  request_hash=digest, model_version=hit.model_version)
+        result = CallResult(outcome=Outcome.ERROR, request_hash=digest)
+        row: dict[str, Any] = {
+            "job_id": job_id, "stage": stage, "provider": config.provider, "model": config.model,
+            "template_name": template_name, "template_version": template_version,
+            "request_hash": digest,
+        }
+        reply = await self._send(config, request, result, row, is_repair=False)
+        if reply is None:
+            return result
+        empty = not reply.text.strip()
+        outcome = Outcome.INVALID_OUTPUT if empty else Outcome.OK
+        errors = "the model answered with no text" if empty else ""
+        await self._record(result, row, reply, config, outcome, errors)
+        result.outcome, result.raw_text, result.error = outcome, reply.text, errors
+        return result
 
     async def _send(self, config: ModelConfig, request: _Request, result: CallResult,
                     row: dict[str, Any], *, is_repair: bool) -> _Reply | None:

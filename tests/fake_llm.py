@@ -17,7 +17,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -115,6 +115,9 @@ class FakeLLM:
     base_url: str
     default: Reply = field(default_factory=Reply)
     requests: list[Recorded] = field(default_factory=list)
+    # Answers by content when nothing is queued (before `default`): e.g. a judge verdict that
+    # depends on the check in the prompt. Returns None to fall through to `default`.
+    responder: Callable[[Recorded], Reply | None] | None = None
     _script: deque[Reply] = field(default_factory=deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -127,11 +130,16 @@ class FakeLLM:
             self._script.clear()
             self.requests.clear()
             self.default = Reply()
+            self.responder = None
 
     def _next(self, recorded: Recorded) -> Reply:
         with self._lock:
             self.requests.append(recorded)
-            return self._script.popleft() if self._script else self.default
+            if self._script:
+                return self._script.popleft()
+            responder = self.responder
+        answer = responder(recorded) if responder is not None else None
+        return answer if answer is not None else self.default
 
 
 def _gemini_body(reply: Reply) -> dict[str, Any]:

@@ -1,0 +1,314 @@
+"""The results API (admins, read-only): the same JSON as the result pages' `?format=json`.
+
+Views are thin: check the role, read the parameters, call judging/reports.py (or the
+leaderboard), answer. A parameter naming an unknown judge or setting is a 400 naming the field;
+left out, it takes the page's default (the first judge by name, multimodal)."""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.decorators import api_view
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from annotation import access
+from annotation.api import ErrorSerializer
+from annotation.models import FinalQuestion
+
+from . import reports
+from .analysis import LABELS
+from .leaderboard import leaderboard
+from .models import Judge, Setting
+from .scoring import TIERS
+from .services import scoring_settings
+
+# --- the shapes, for the OpenAPI schema ------------------------------------------------------
+
+
+def _score(help_text: str = "Gamut x100, null when nothing was scored") -> serializers.Field:
+    return serializers.FloatField(allow_null=True, help_text=help_text)
+
+
+class LeaderboardRowSerializer(serializers.Serializer):
+    model = serializers.CharField()
+    gamut = _score()
+    ci_low = _score("95% bootstrap interval over questions, x100")
+    ci_high = _score("95% bootstrap interval over questions, x100")
+    answer_critical = _score("tier score x100")
+    valuable = _score("tier score x100")
+    context = _score("tier score x100")
+    questions = serializers.IntegerField()
+    scored = serializers.IntegerField()
+    missing = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    pending = serializers.IntegerField()
+
+
+class LeaderboardSerializer(serializers.Serializer):
+    judge = serializers.CharField()
+    setting = serializers.ChoiceField(choices=Setting.values)
+    questions = serializers.IntegerField(help_text="final questions not dropped")
+    rows = LeaderboardRowSerializer(many=True)
+
+
+class SettingsRowSerializer(serializers.Serializer):
+    model = serializers.CharField()
+    multimodal = _score()
+    multimodal_ci_low = _score()
+    multimodal_ci_high = _score()
+    multimodal_scored = serializers.IntegerField()
+    text_only = _score()
+    text_only_ci_low = _score()
+    text_only_ci_high = _score()
+    text_only_scored = serializers.IntegerField()
+    cost = _score("cost of visual identification: text_only - multimodal")
+
+
+class SettingsReportSerializer(serializers.Serializer):
+    judge = serializers.CharField()
+    questions = serializers.IntegerField()
+    rows = SettingsRowSerializer(many=True, help_text="largest cost first")
+
+
+class JudgeScoresRowSerializer(serializers.Serializer):
+    model = serializers.CharField()
+    scores = serializers.DictField(child=_score(), help_text="judge -> Gamut x100")
+    largest_difference = _score("highest minus lowest score among the judges")
+    highest = serializers.CharField(allow_null=True)
+    lowest = serializers.CharField(allow_null=True)
+
+
+class LeniencySerializer(serializers.Serializer):
+    judge = serializers.CharField()
+    mean = _score("the judge's mean over the models every judge scored")
+    others = _score("the other judges' mean over the same models")
+    leniency = _score("mean - others")
+    models = serializers.IntegerField()
+
+
+class RankingSerializer(serializers.Serializer):
+    judge_a = serializers.CharField()
+    judge_b = serializers.CharField()
+    models = serializers.IntegerField(help_text="models both judges scored")
+    tau = serializers.FloatField(allow_null=True, help_text="Kendall's tau-b")
+    swaps = serializers.ListField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="[higher under A, lower under A]: neighbours in either ranking, reversed")
+
+
+class SelfPreferenceSerializer(serializers.Serializer):
+    judge = serializers.CharField()
+    model = serializers.CharField(help_text="the judge's own model")
+    own = _score("the judge's score of its own model")
+    others = _score("the other judges' mean score of that model")
+    gap = _score("own - others")
+    net = _score("gap less the judge's leniency")
+    judges = serializers.IntegerField(help_text="other judges that scored the model")
+
+
+class ConfusionSerializer(serializers.Serializer):
+    judge_a = serializers.CharField()
+    judge_b = serializers.CharField()
+    labels = serializers.ListField(child=serializers.CharField(),
+                                   help_text="the four verdicts, then failed")
+    counts = serializers.ListField(
+        child=serializers.ListField(child=serializers.IntegerField()),
+        help_text="counts[i][j]: A said labels[i] and B said labels[j]")
+    total = serializers.IntegerField()
+    graded = serializers.IntegerField(help_text="pairs in which neither judge failed")
+    agreement = serializers.FloatField(allow_null=True)
+    kappa = serializers.FloatField(allow_null=True, help_text="Cohen's kappa, graded pairs")
+
+
+class JudgesReportSerializer(serializers.Serializer):
+    setting = serializers.ChoiceField(choices=Setting.values)
+    judges = serializers.ListField(child=serializers.CharField())
+    common_models = serializers.ListField(child=serializers.CharField())
+    scores = JudgeScoresRowSerializer(many=True)
+    leniency = LeniencySerializer(many=True)
+    rankings = RankingSerializer(many=True)
+    own_models = serializers.DictField(child=serializers.ListField(
+        child=serializers.CharField()), help_text="judge -> its own evaluated models")
+    self_preference = SelfPreferenceSerializer(many=True)
+    confusion = ConfusionSerializer(allow_null=True)
+
+
+class EvidenceSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    url = serializers.CharField()
+    title = serializers.CharField()
+    text = serializers.CharField()
+
+
+class CheckSerializer(serializers.Serializer):
+    check_id = serializers.CharField()
+    position = serializers.IntegerField()
+    tier = serializers.ChoiceField(choices=TIERS)
+    kind = serializers.CharField()
+    secondary = serializers.BooleanField()
+    text = serializers.CharField()
+    source = serializers.CharField()
+    rule = serializers.CharField()
+    origin = serializers.CharField()
+    options = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    steps = serializers.ListField(child=serializers.CharField(), allow_null=True)
+    evidence = EvidenceSerializer(many=True)
+    missing_evidence = serializers.ListField(
+        child=serializers.CharField(), help_text="cited snippet ids the meta-rubric lacks")
+
+
+class JudgedSerializer(serializers.Serializer):
+    verdict = serializers.ChoiceField(choices=LABELS)
+    rationale = serializers.CharField()
+
+
+class ResponseOutcomeSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["scored", "pending", "failed"])
+    gamut = _score()
+
+
+class CheckVerdictsSerializer(serializers.Serializer):
+    check_id = serializers.CharField()
+    judges = serializers.DictField(child=JudgedSerializer(), help_text="judge -> verdict")
+
+
+class QuestionResponseSerializer(serializers.Serializer):
+    model = serializers.CharField()
+    setting = serializers.ChoiceField(choices=Setting.values)
+    text = serializers.CharField()
+    model_version = serializers.CharField()
+    scores = serializers.DictField(child=ResponseOutcomeSerializer(),
+                                   help_text="judge -> this response's Gamut x100")
+    verdicts = CheckVerdictsSerializer(many=True, help_text="one per check, in order")
+
+
+class QuestionReportSerializer(serializers.Serializer):
+    source_id = serializers.CharField()
+    question = serializers.CharField()
+    entity = serializers.CharField()
+    domain = serializers.CharField()
+    popularity = serializers.CharField()
+    image_url = serializers.CharField(help_text="the photo (needs the same authentication)")
+    dropped = serializers.BooleanField()
+    rubric_version = serializers.DictField(allow_null=True, help_text="{id, stage}")
+    judges = serializers.ListField(child=serializers.CharField())
+    checks = CheckSerializer(many=True, help_text="the final rubric version's checks")
+    responses = QuestionResponseSerializer(many=True)
+
+
+# --- the endpoints ---------------------------------------------------------------------------
+
+JUDGE = OpenApiParameter("judge", OpenApiTypes.STR, description="a judge's name; default: the "
+                         "first by name")
+SETTING = OpenApiParameter("setting", OpenApiTypes.STR, enum=Setting.values,
+                           description="default: multimodal")
+ERRORS = dict.fromkeys((400, 401, 403, 404), ErrorSerializer)
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, detail: str, field: str | None = None) -> None:
+        self.response = Response({"detail": detail, **({"field": field} if field else {})},
+                                 status=status)
+
+
+def _admin(request: Request) -> None:
+    if not access.is_admin(request.user):
+        raise _Refused(403, "Only admins read the results.")
+
+
+def _named_judge(request: Request, param: str) -> Judge | None:
+    """The judge a parameter names, None when it is left out; 400 for an unknown name."""
+    name = request.query_params.get(param)
+    if name is None:
+        return None
+    try:
+        return Judge.objects.get(name=name)
+    except Judge.DoesNotExist as exc:
+        raise _Refused(400, f"unknown judge {name!r}", param) from exc
+
+
+def _judge(request: Request) -> Judge:
+    judge = _named_judge(request, "judge") or Judge.objects.order_by("name").first()
+    if judge is None:
+        raise _Refused(404, "No judge yet.")
+    return judge
+
+
+def _setting(request: Request) -> str:
+    setting = request.query_params.get("setting", Setting.MULTIMODAL)
+    if setting not in Setting.values:
+        raise _Refused(400, f"setting must be one of {', '.join(Setting.values)}", "setting")
+    return setting
+
+
+def _answer(build) -> Response:
+    try:
+        return Response(build())
+    except _Refused as refused:
+        return refused.response
+
+
+@extend_schema(summary="The leaderboard of one judge and setting (admins)",
+               parameters=[JUDGE, SETTING],
+               responses={200: LeaderboardSerializer, **ERRORS})
+@api_view(["GET"])
+def leaderboard_detail(request: Request) -> Response:
+    def build() -> dict:
+        _admin(request)
+        judge, setting = _judge(request), _setting(request)
+        board = leaderboard(judge=judge, setting=setting, settings=scoring_settings())
+        return {"judge": board.judge, "setting": board.setting, "questions": board.questions,
+                "rows": [row.as_dict() for row in board.rows]}
+    return _answer(build)
+
+
+@extend_schema(summary="Multimodal against text-only per model, under one judge (admins)",
+               parameters=[JUDGE], responses={200: SettingsReportSerializer, **ERRORS})
+@api_view(["GET"])
+def settings_detail(request: Request) -> Response:
+    def build() -> dict:
+        _admin(request)
+        return reports.settings_report(_judge(request))
+    return _answer(build)
+
+
+@extend_schema(
+    summary="Judges compared in one setting (admins)",
+    description="Scores per model under each judge, leniency, Kendall's tau-b and swapped "
+                "neighbours per pair of judges, self-preference, and the verdict confusion "
+                "matrix of judges `a` and `b` (default: the first two by name).",
+    parameters=[SETTING,
+                OpenApiParameter("a", OpenApiTypes.STR, description="judge A (rows)"),
+                OpenApiParameter("b", OpenApiTypes.STR, description="judge B (columns)")],
+    responses={200: JudgesReportSerializer, **ERRORS},
+)
+@api_view(["GET"])
+def judges_detail(request: Request) -> Response:
+    def build() -> dict:
+        _admin(request)
+        setting = _setting(request)
+        judges = list(Judge.objects.order_by("name"))
+        if not judges:
+            raise _Refused(404, "No judge yet.")
+        judge_a = _named_judge(request, "a") or judges[0]
+        judge_b = (_named_judge(request, "b")
+                   or next((j for j in judges if j != judge_a), None))
+        return reports.judges_report(setting=setting, judge_a=judge_a, judge_b=judge_b)
+    return _answer(build)
+
+
+@extend_schema(summary="One question's responses, checks, verdicts and evidence (admins)",
+               responses={200: QuestionReportSerializer, **ERRORS})
+@api_view(["GET"])
+def question_detail(request: Request, source_id: str) -> Response:
+    def build() -> dict:
+        _admin(request)
+        try:
+            question = reports.question_for(source_id)
+        except FinalQuestion.DoesNotExist as exc:
+            raise _Refused(404, "No final question for this image.") from exc
+        return reports.question_report(question, image_url=request.build_absolute_uri(
+            reports.image_url_for(source_id)))
+    return _answer(build)

@@ -1,0 +1,158 @@
+"""The analysis pages beside the leaderboard, for admins: multimodal against text-only, judges
+compared, and one question's responses and verdicts. Each has `?format=csv|json` exports; the
+JSON is the API's (judging/api.py), built once in judging/reports.py."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.utils.text import slugify
+
+from annotation import access
+from annotation.models import FinalQuestion
+
+from . import reports
+from .analysis import LABELS
+from .models import Judge, Setting
+
+QUESTIONS_PER_PAGE = 100
+
+
+def _admin_only(request: HttpRequest) -> None:
+    if not access.is_admin(request.user):
+        raise PermissionDenied("This page is for admins.")
+
+
+def _pick(judges: list[Judge], name: str | None, default: Judge | None) -> Judge | None:
+    return next((j for j in judges if j.name == name), default)
+
+
+def _setting(request: HttpRequest) -> str:
+    setting = request.GET.get("setting", Setting.MULTIMODAL)
+    return setting if setting in Setting.values else Setting.MULTIMODAL
+
+
+def _csv(filename: str, columns: list[str], rows: Iterable[dict]) -> HttpResponse:
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{slugify(filename)}.csv"'
+    writer = csv.DictWriter(response, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return response
+
+
+def _no_judge() -> HttpResponse:
+    return HttpResponse("No judge yet.", status=404, content_type="text/plain")
+
+
+def _bar(value: float | None) -> dict:
+    """A Gamut x100 in [-100, 100] as a bar from the middle of a 0..100 track (as on the
+    leaderboard)."""
+    if value is None:
+        return {"bar": 0, "negative": False, "value": None}
+    return {"bar": round(abs(value) / 2, 1), "negative": value < 0, "value": value}
+
+
+@login_required
+def settings_page(request: HttpRequest) -> HttpResponse:
+    _admin_only(request)
+    judges = list(Judge.objects.order_by("name"))
+    judge = _pick(judges, request.GET.get("judge"), judges[0] if judges else None)
+    export = request.GET.get("format")
+    if judge is None:
+        if export in ("csv", "json"):
+            return _no_judge()
+        return render(request, "judging/settings.html", {"judges": judges})
+    report = reports.settings_report(judge)
+    if export == "json":
+        return JsonResponse(report)
+    if export == "csv":
+        return _csv(f"settings-{judge.name}", reports.SETTINGS_COLUMNS, report["rows"])
+    for row in report["rows"]:
+        row["bars"] = [(label, _bar(row[value])) for value, label in Setting.choices]
+    return render(request, "judging/settings.html", {
+        "judges": judges, "judge": judge, "report": report,
+    })
+
+
+@login_required
+def judges_page(request: HttpRequest) -> HttpResponse:
+    _admin_only(request)
+    judges = list(Judge.objects.order_by("name"))
+    setting = _setting(request)
+    judge_a = _pick(judges, request.GET.get("a"), judges[0] if judges else None)
+    judge_b = _pick(judges, request.GET.get("b"),
+                    next((j for j in judges if j != judge_a), None))
+    export = request.GET.get("format")
+    if export in ("csv", "json") and not judges:
+        return _no_judge()
+    report = reports.judges_report(setting=setting, judge_a=judge_a, judge_b=judge_b)
+    if export == "json":
+        return JsonResponse(report)
+    if export == "csv":
+        table = request.GET.get("table", "scores")
+        if table not in reports.JUDGES_TABLES:
+            return HttpResponse(f"table must be one of {', '.join(reports.JUDGES_TABLES)}",
+                                status=400, content_type="text/plain")
+        columns, rows = reports.judges_table(report, table)
+        return _csv(f"judges-{setting}-{table}", columns, rows)
+    for row in report["scores"]:
+        row["bars"] = [(j, _bar(row["scores"][j])) for j in report["judges"]]
+    matrix = report["confusion"]
+    if matrix:
+        matrix["rows"] = [(label, list(zip(LABELS, counts, strict=True)))
+                          for label, counts in zip(LABELS, matrix["counts"], strict=True)]
+    return render(request, "judging/judges.html", {
+        "judges": judges, "setting": setting, "settings": Setting.choices,
+        "judge_a": judge_a, "judge_b": judge_b, "report": report,
+        "tables": reports.JUDGES_TABLES,
+    })
+
+
+@login_required
+def questions_page(request: HttpRequest) -> HttpResponse:
+    """The final questions, to reach each one's results; `q` filters by source id, entity or
+    wording."""
+    _admin_only(request)
+    query = request.GET.get("q", "").strip()
+    questions = (FinalQuestion.objects.select_related("image")
+                 .annotate(n_responses=Count("responses")).order_by("image__source_id"))
+    if query:
+        questions = questions.filter(Q(image__source_id__icontains=query)
+                                     | Q(image__entity__icontains=query)
+                                     | Q(text__icontains=query))
+    page = Paginator(questions, QUESTIONS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "judging/questions.html", {"page": page, "query": query})
+
+
+@login_required
+def question_page(request: HttpRequest, source_id: str) -> HttpResponse:
+    _admin_only(request)
+    try:
+        question = reports.question_for(source_id)
+    except FinalQuestion.DoesNotExist as exc:
+        raise Http404("no final question for this image") from exc
+    report = reports.question_report(
+        question, image_url=request.build_absolute_uri(reports.image_url_for(source_id)))
+    export = request.GET.get("format")
+    if export == "json":
+        return JsonResponse(report)
+    if export == "csv":
+        return _csv(f"question-{source_id}", reports.QUESTION_COLUMNS,
+                    reports.question_table(report))
+    checks = {c["check_id"]: c for c in report["checks"]}
+    for response in report["responses"]:
+        response["rows"] = [
+            (checks[entry["check_id"]], [(j, entry["judges"].get(j)) for j in report["judges"]])
+            for entry in response["verdicts"]
+        ]
+        response["score_list"] = [(j, response["scores"][j]) for j in report["judges"]]
+    return render(request, "judging/question.html", {"report": report, "question": question})

@@ -1,0 +1,104 @@
+"""Human spot checks: graders (rubric revisers and admins) grade, admins draw and read each
+judge's agreement with people. Graders never see the judges' verdicts."""
+
+from __future__ import annotations
+
+import csv
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from annotation import access
+
+from .models import SpotCheck, VerdictValue
+from .spot_checks import (
+    GRADES,
+    SpotCheckError,
+    judge_agreement,
+    spot_check_claim,
+    spot_check_grade,
+    spot_check_progress,
+    spot_check_view,
+    spot_checks_draw,
+)
+
+EXPORT_COLUMNS = ["judge", "graded", "exact", "exact_rate", "same_side", "same_side_rate"]
+MAX_DRAW = 5_000
+
+
+def _require_grader(request: HttpRequest) -> None:
+    if not (access.is_admin(request.user)
+            or access.RUBRIC_REVISER in access.roles(request.user)):
+        raise PermissionDenied("Spot checks are graded by rubric revisers and admins.")
+
+
+def _require_admin(request: HttpRequest) -> None:
+    if not access.is_admin(request.user):
+        raise PermissionDenied("This page is for admins.")
+
+
+@login_required
+@require_GET
+def grade_page(request: HttpRequest) -> HttpResponse:
+    _require_grader(request)
+    spot = spot_check_claim(user=request.user)
+    context = {"progress": spot_check_progress(),
+               "grades": [(v, VerdictValue(v).label, n) for n, v in enumerate(GRADES, 1)]}
+    if spot is not None:
+        spot = (SpotCheck.objects.select_related(
+            "response__question__image", "check_row__version").get(pk=spot.pk))
+        context.update(spot_check_view(spot))
+    return render(request, "judging/spot_grade.html", context)
+
+
+@login_required
+@require_POST
+def grade_submit(request: HttpRequest, spot_check_id: int) -> HttpResponse:
+    _require_grader(request)
+    try:
+        spot_check_grade(spot_check_id=spot_check_id, user=request.user,
+                         verdict=request.POST.get("decision", ""),
+                         note=request.POST.get("note", ""))
+    except SpotCheckError as exc:
+        messages.error(request, f"Not saved: {exc}.")
+    return redirect("spot_checks")
+
+
+@login_required
+def results_page(request: HttpRequest) -> HttpResponse:
+    """Admins: draw spot checks (POST), read and export each judge's agreement with people."""
+    _require_admin(request)
+    if request.method == "POST":
+        try:
+            count = int(request.POST.get("count", ""))
+            if not 1 <= count <= MAX_DRAW:
+                raise ValueError
+        except ValueError:
+            messages.error(request, f"Draw between 1 and {MAX_DRAW} spot checks.")
+            return redirect("spot_check_results")
+        try:
+            drawn = spot_checks_draw(count=count, user=request.user)
+        except SpotCheckError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"{drawn} spot check(s) drawn" + (
+                "" if drawn == count else f": only {drawn} disagreement(s) were left to draw"))
+        return redirect("spot_check_results")
+    rows = [row.as_dict() for row in judge_agreement()]
+    export = request.GET.get("format")
+    if export == "json":
+        return JsonResponse({"agreement": rows, "progress": spot_check_progress()})
+    if export == "csv":
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="judge-agreement.csv"'
+        writer = csv.DictWriter(response, fieldnames=EXPORT_COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        return response
+    return render(request, "judging/spot_results.html",
+                  {"rows": rows, "progress": spot_check_progress(), "max_draw": MAX_DRAW})
