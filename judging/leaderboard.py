@@ -1,9 +1,17 @@
 """The leaderboard of one judge and one setting, from SQL over the per-tier verdict counts.
 
-A constant number of queries whatever the number of models: the questions (with their final
-rubric version and its number of checks), the models, the responses, and ONE aggregate over
-`ResponseTierCount` restricted to each question's final version. The scores themselves are
-judging/scoring.py's.
+Four queries whatever the number of models: the questions (with their final rubric version and
+its number of checks), the responses, the models' names, and the judge's `ResponseTierCount`
+rows in the setting. Each (judge, response, version, tier) has one count row, so no aggregate is
+needed; the rows of versions other than a question's final one (the latest frozen one) are
+skipped, so verdicts on checks that a later version changed or deleted are never scored.
+
+The scores are judging/scoring.py's formulas evaluated over numpy arrays (`_response_scores`),
+with the operations of `tier_score` and `response_score` in the same order, and the means taken
+with `math.fsum` as `model_score` takes them: the figures agree with scoring.py's to rounding
+(bit for bit on Python 3.11), which judging/tests and bench/leaderboard_bench.py check. Calling
+`response_score` once per response was most of the time at 14 models x 1,813 questions; see
+bench/README.md, "Leaderboard benchmark".
 
 Per model, over the final questions that are not dropped:
   missing  no response from the model in this setting
@@ -16,27 +24,17 @@ Per model, over the final questions that are not dropped:
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from django.db.models import Count, Exists, IntegerField, OuterRef, Subquery, Sum
+from django.db.models import Case, Count, IntegerField, OuterRef, Subquery, Value, When
 
 from annotation.models import FinalQuestion
 from rubrics.models import RubricCheck, RubricVersion
 
 from .models import EvaluatedModel, Judge, Response, ResponseTierCount
-from .scoring import (
-    DEFAULT_SETTINGS,
-    FAILED,
-    MISSING,
-    TIERS,
-    ResponseScore,
-    ScoringSettings,
-    Unscored,
-    model_score,
-    response_score,
-)
+from .scoring import DEFAULT_SETTINGS, TIERS, ScoringError, ScoringSettings, Unscorable
 
 RESAMPLES = 1000
 SEED = 20240601
@@ -89,12 +87,12 @@ class Leaderboard:
     popularities: list[str]
 
 
-def bootstrap_interval(values: list[float], *, resamples: int = RESAMPLES,
+def bootstrap_interval(values: list[float] | np.ndarray, *, resamples: int = RESAMPLES,
                        seed: int = SEED) -> tuple[float, float] | tuple[None, None]:
     """95% percentile bootstrap interval of the mean, resampling the values (questions)."""
-    if not values:
-        return None, None
     data = np.asarray(values, dtype=float)
+    if not len(data):
+        return None, None
     rng = np.random.default_rng(seed)
     means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
@@ -113,7 +111,7 @@ def _final_version_of_rubric(rubric_ref: str) -> Subquery:
     )
 
 
-def _questions() -> list[tuple[int, str, str, int | None, int]]:
+def _questions() -> list[tuple[int, str, str, int | None, int | None]]:
     """(id, domain, popularity, final version id, checks in it) of every non-dropped question."""
     n_checks = Subquery(
         RubricCheck.objects.filter(version_id=OuterRef("final_version"), deleted_at__isnull=True)
@@ -129,89 +127,138 @@ def _questions() -> list[tuple[int, str, str, int | None, int]]:
     )
 
 
-def _counts(judge: Judge, setting: str) -> dict[tuple[int, int], dict[str, dict[str, int]]]:
-    """(model id, question id) -> tier -> verdict counts, for each question's final version."""
-    newer_frozen = RubricVersion.objects.filter(
-        rubric=OuterRef("version__rubric"), frozen_at__isnull=False, pk__gt=OuterRef("version")
-    )
-    rows = (
-        ResponseTierCount.objects.filter(
-            judge=judge, response__setting=setting,
-            response__question__dropped_at__isnull=True, version__frozen_at__isnull=False,
+# Verdict columns of the counts array, in ResponseTierCount's order.
+_M, _P, _S, _C, _F = range(5)
+# Outcome codes of a (model, question) cell.
+SCORED, MISSING, FAILED, PENDING = range(4)
+
+
+def _counts(judge: Judge, setting: str, final_versions: np.ndarray, question_ids: np.ndarray,
+            model_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """counts[model, question, tier, verdict] of each question's final version, and whether
+    each (model, question) has any count row. `question_ids` and `model_ids` are sorted;
+    `final_versions` is aligned with `question_ids` (0 where a question has none)."""
+    tier_code = Case(*(When(tier=tier, then=Value(t)) for t, tier in enumerate(TIERS)),
+                     default=Value(-1), output_field=IntegerField())
+    rows = (ResponseTierCount.objects.filter(judge=judge, response__setting=setting)
+            .annotate(tier_code=tier_code)
+            .values_list("response__model_id", "response__question_id", "version_id",
+                         "tier_code", "meets", "partially", "missing", "contradicts", "failed")
+            .order_by())
+    data = np.array(list(rows), dtype=np.int64).reshape(-1, 9)
+    counts = np.zeros((len(model_ids), len(question_ids), len(TIERS), 5), dtype=np.int64)
+    seen = np.zeros((len(model_ids), len(question_ids)), dtype=bool)
+    if not len(data) or not len(question_ids) or not len(model_ids):
+        return counts, seen
+    q = np.minimum(np.searchsorted(question_ids, data[:, 1]), len(question_ids) - 1)
+    m = np.minimum(np.searchsorted(model_ids, data[:, 0]), len(model_ids) - 1)
+    # Only each (non-dropped) question's final version: verdicts on checks that a later
+    # version changed or deleted are never scored.
+    keep = ((question_ids[q] == data[:, 1]) & (final_versions[q] == data[:, 2])
+            & (model_ids[m] == data[:, 0]))
+    data, q, m = data[keep], q[keep], m[keep]
+    if (data[:, 3] < 0).any():
+        raise ScoringError(f"a count row has an unknown tier; expected one of "
+                           f"{', '.join(TIERS)}")
+    counts[m, q, data[:, 3]] = data[:, 4:]
+    seen[m, q] = True
+    return counts, seen
+
+
+def _response_scores(counts: np.ndarray, settings: ScoringSettings
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """scoring.response_score over an array of counts [..., tier, verdict]: the tier scores,
+    which tiers have a check, and the Gamut score. The same floating-point operations in the
+    same order as scoring.tier_score and scoring.response_score, so the same results to the
+    bit on Python 3.11 (whose sum() adds left to right). Cells with no check, or whose tiers
+    all have weight 0, get nan."""
+    m, p, s, c = (counts[..., v].astype(float) for v in (_M, _P, _S, _C))
+    present = counts[..., :_F].sum(axis=-1) > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tiers = np.where(
+            present,
+            (m + settings.lambda_ * p + settings.mu * c) / (m + p + s + abs(settings.mu) * c),
+            np.nan,
         )
-        .filter(~Exists(newer_frozen))
-        .values("response__model_id", "response__question_id", "tier")
-        .annotate(m=Sum("meets"), p=Sum("partially"), s=Sum("missing"), c=Sum("contradicts"),
-                  f=Sum("failed"))
-        .order_by()
-    )
-    out: dict[tuple[int, int], dict[str, dict[str, int]]] = defaultdict(dict)
-    for r in rows:
-        out[(r["response__model_id"], r["response__question_id"])][r["tier"]] = {
-            "meets": r["m"], "partially_meets": r["p"], "missing": r["s"],
-            "contradicts": r["c"], "failed": r["f"],
-        }
-    return out
+        weighted = np.zeros(counts.shape[:-2])
+        total_weight = np.zeros(counts.shape[:-2])
+        for t, tier in enumerate(TIERS):  # sum() in TIERS order, as response_score adds them
+            w = settings.weight(tier)
+            weighted = weighted + np.where(present[..., t], w * tiers[..., t], 0.0)
+            total_weight = total_weight + np.where(present[..., t], w, 0.0)
+        gamut = np.where(total_weight > 0, weighted / total_weight, np.nan)
+    return tiers, present, gamut
 
 
-PENDING = "pending"
+def _mean(values: np.ndarray) -> float | None:
+    """model_score's mean: math.fsum over the values, or None for none."""
+    return math.fsum(values.tolist()) / len(values) if len(values) else None
 
 
-def _outcome(counts: dict[str, dict[str, int]] | None, n_checks: int | None,
-             settings: ScoringSettings) -> ResponseScore | Unscored | str:
-    if not counts or not n_checks:
-        return PENDING
-    if any(c["failed"] for c in counts.values()):
-        return FAILED
-    if sum(sum(c.values()) for c in counts.values()) < n_checks:
-        return PENDING
-    return response_score(
-        {tier: {k: v for k, v in c.items() if k != "failed"} for tier, c in counts.items()},
-        settings,
-    )
-
-
-def _cell(outcomes: list) -> Cell:
-    result = model_score(o for o in outcomes if o != PENDING)
-    return Cell(gamut=_x100(result.gamut), scored=result.scored, questions=len(outcomes))
+def _cell(outcome: np.ndarray, gamut: np.ndarray, subset: np.ndarray) -> Cell:
+    scored = subset & (outcome == SCORED)
+    return Cell(gamut=_x100(_mean(gamut[scored])), scored=int(scored.sum()),
+                questions=int(subset.sum()))
 
 
 def leaderboard(*, judge: Judge, setting: str, settings: ScoringSettings = DEFAULT_SETTINGS,
                 resamples: int = RESAMPLES, seed: int = SEED) -> Leaderboard:
-    questions = _questions()
-    responded = set(Response.objects.filter(setting=setting, question__dropped_at__isnull=True)
-                    .values_list("model_id", "question_id"))
-    model_ids = {m for m, _ in responded}
-    models = [m for m in EvaluatedModel.objects.order_by("name") if m.pk in model_ids]
-    counts = _counts(judge, setting)
+    questions = _questions()  # in id order
+    question_ids = np.array([q[0] for q in questions], dtype=np.int64)
+    final_versions = np.array([q[3] or 0 for q in questions], dtype=np.int64)
+    responded = np.array(
+        list(Response.objects.filter(setting=setting, question__dropped_at__isnull=True)
+             .values_list("model_id", "question_id")), dtype=np.int64).reshape(-1, 2)
+    model_ids = np.unique(responded[:, 0])  # the arrays' model axis, in id order
+    names = dict(EvaluatedModel.objects.filter(pk__in=model_ids.tolist())
+                 .values_list("id", "name"))
+    counts, seen = _counts(judge, setting, final_versions, question_ids, model_ids)
     domains = sorted({q[1] for q in questions})
     popularities = [p for p in ("head", "torso", "tail") if any(q[2] == p for q in questions)]
+    n_checks = np.array([q[4] or 0 for q in questions], dtype=np.int64)
 
+    # The outcome of each (model, question), decided in this order: no response (missing);
+    # no count row or no check (pending); a failed verdict; fewer verdicts than checks
+    # (pending).
+    has_response = np.zeros((len(model_ids), len(questions)), dtype=bool)
+    if len(responded) and len(questions):
+        q = np.minimum(np.searchsorted(question_ids, responded[:, 1]), len(questions) - 1)
+        known = question_ids[q] == responded[:, 1]  # a question dropped meanwhile is not
+        has_response[np.searchsorted(model_ids, responded[known, 0]), q[known]] = True
+    failed = counts[..., _F].sum(axis=-1) > 0
+    judged = counts.sum(axis=(-1, -2))
+    outcome = np.full((len(model_ids), len(questions)), SCORED, dtype=np.int8)
+    outcome[judged < n_checks] = PENDING
+    outcome[failed] = FAILED
+    outcome[~seen | (n_checks == 0)] = PENDING
+    outcome[~has_response] = MISSING
+    tier_scores, present, gamut = _response_scores(counts, settings)
+    if np.isnan(gamut[outcome == SCORED]).any():
+        raise Unscorable("a response whose tiers all have weight 0 has no Gamut score")
+
+    by_domain = {d: np.array([q[1] == d for q in questions], dtype=bool) for d in domains}
+    by_popularity = {p: np.array([q[2] == p for q in questions], dtype=bool)
+                     for p in popularities}
     rows = []
-    for model in models:
-        outcomes = []
-        by_domain: dict[str, list] = defaultdict(list)
-        by_popularity: dict[str, list] = defaultdict(list)
-        for qid, domain, popularity, _version, n_checks in questions:
-            if (model.pk, qid) not in responded:
-                outcome = MISSING
-            else:
-                outcome = _outcome(counts.get((model.pk, qid)), n_checks, settings)
-            outcomes.append(outcome)
-            by_domain[domain].append(outcome)
-            by_popularity[popularity].append(outcome)
-        scored = [o for o in outcomes if isinstance(o, ResponseScore)]
-        result = model_score(o for o in outcomes if o != PENDING)
-        low, high = bootstrap_interval([o.gamut for o in scored], resamples=resamples,
-                                       seed=seed)
+    for i, model_id in enumerate(model_ids.tolist()):
+        scored = outcome[i] == SCORED
+        values = gamut[i][scored]
+        low, high = bootstrap_interval(values, resamples=resamples, seed=seed)
+        tiers: dict[str, float | None] = {
+            tier: _x100(_mean(tier_scores[i, :, t][scored & present[i, :, t]]))
+            for t, tier in enumerate(TIERS)
+        }
         rows.append(Row(
-            model=model.name, gamut=_x100(result.gamut), low=_x100(low), high=_x100(high),
-            tiers={tier: _x100(result.tiers.get(tier)) for tier in TIERS},
-            questions=len(outcomes), scored=result.scored, missing=result.missing,
-            failed=result.failed, pending=outcomes.count(PENDING),
-            by_domain={d: _cell(by_domain[d]) for d in domains},
-            by_popularity={p: _cell(by_popularity[p]) for p in popularities},
+            model=names[model_id], gamut=_x100(_mean(values)), low=_x100(low), high=_x100(high),
+            tiers=tiers, questions=len(questions), scored=int(scored.sum()),
+            missing=int((outcome[i] == MISSING).sum()),
+            failed=int((outcome[i] == FAILED).sum()),
+            pending=int((outcome[i] == PENDING).sum()),
+            by_domain={d: _cell(outcome[i], gamut[i], mask) for d, mask in by_domain.items()},
+            by_popularity={p: _cell(outcome[i], gamut[i], mask)
+                           for p, mask in by_popularity.items()},
         ))
+    # Model names are unique, so this is a total order whatever the order of model_ids.
     rows.sort(key=lambda r: (r.gamut is None, -(r.gamut or 0), r.model))
     return Leaderboard(judge=judge.name, setting=setting, questions=len(questions), rows=rows,
                        domains=domains, popularities=popularities)
