@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Rubric workspace benchmark, end to end: a throwaway PostgreSQL on 127.0.0.1:5434 (its own
+# Rubric workspace benchmark, end to end: a throwaway PostgreSQL on 127.0.0.1:5438 (its own
 # data directory, /tmp/gamut-bench-pg2), migrate, generate 200 rubrics of 60 checks and 10
 # revisers, gunicorn on 127.0.0.1:8002 (DEBUG=False), 10 revisers for 60 s, then stop gunicorn
 # and PostgreSQL. Run by hand from anywhere:  bench/run_workspace_bench.sh
 #
 # Environment (all optional):
-#   PG_PORT=5434  PG_DIR=/tmp/gamut-bench-pg2  (the lead's PostgreSQL uses 5433: not that; the
-#                                               review benchmark uses 5434 too: not both at once)
+#   PG_PORT=5438  PG_DIR=/tmp/gamut-bench-pg2  (5433 and 5439 are other people's PostgreSQL
+#                                               and are refused; the review benchmark uses 5434,
+#                                               the leaderboard one 5436, llm_throughput 5437)
 #   BENCH_USERS=10  BENCH_SECONDS=60  BENCH_THINK=0
 #   QUESTIONS=200  CHECKS=60                   (data size: see bench/generate_rubric_data.py)
 #   GUNICORN_ARGS="--workers 3"
@@ -16,7 +17,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-PG_PORT=${PG_PORT:-5434}
+PG_PORT=${PG_PORT:-5438}
 PG_DIR=${PG_DIR:-/tmp/gamut-bench-pg2}
 BENCH_USERS=${BENCH_USERS:-10}
 BENCH_SECONDS=${BENCH_SECONDS:-60}
@@ -28,8 +29,8 @@ HOST=127.0.0.1
 PORT=8002
 PY=.venv/bin/python
 
-if [ "$PG_PORT" = 5433 ]; then
-  echo "PG_PORT 5433 is the lead's PostgreSQL; choose another port." >&2
+if [ "$PG_PORT" = 5433 ] || [ "$PG_PORT" = 5439 ]; then
+  echo "PG_PORT $PG_PORT is someone else's PostgreSQL; choose another port." >&2
   exit 2
 fi
 case "$PG_DIR" in

@@ -13,10 +13,13 @@ given:
      queue when no rubric is left: that reviser stops);
   2. loops: GET the workspace page, then --edits-per-get htmx edits (HX-Request: true and
      X-CSRFToken), each carrying the draft's current `revision`, read from the data-revision
-     attribute of the page or of the checklist partial that the last edit returned:
+     attribute of the page or of the answer to the last edit:
      edit a check's text (30 %), re-tier a check (20 %), delete a check with a reason (15 %),
      add a check (15 %, after a random check or at the end, half of them linked to a meta
-     item), move a check up or down (20 %);
+     item), move a check up or down (20 %). An edit is answered with a fragment (the changed
+     check and out-of-band regions), which the client checks and applies to what it knows of
+     the draft as a browser would: an answer that carries another check, the whole checklist,
+     or not the changed check is an error;
   3. after --round-edits edits on average (uniformly from half to one and a half times that),
      POSTs complete (204 with HX-Redirect) and claims the next rubric.
 
@@ -64,6 +67,7 @@ WORDS = ("braised", "beef", "red", "wine", "onion", "carrot", "garlic", "thyme",
 REVISION_RE = re.compile(r'data-revision="(\d+)"')
 TIER_GROUP_RE = re.compile(r'<div class="tier-group tier-(\w+)">')
 CHECK_RE = re.compile(r'action="/rubrics/versions/\d+/checks/(\d+)/text/"')
+REMOVED_RE = re.compile(r'hx-swap-oob="delete:#check-(\d+)"')
 SOURCE_SELECT_RE = re.compile(r'<select name="source">(.*?)</select>', re.S)
 OPTION_RE = re.compile(r'<option value="([^"]+)">')
 VERSION_URL_RE = re.compile(r"^/rubrics/versions/(\d+)/$")
@@ -150,14 +154,43 @@ class Draft:
             self.sources = OPTION_RE.findall(select.group(1))
         return True
 
+    def apply(self, op: str, pk: int | None, fields: dict[str, str], html: str) -> str:
+        """Apply the answer to a successful edit of check `pk` (None: an addition); "" when
+        it is the fragment it should be, else what is wrong with it. The order of the checks
+        within a tier is not tracked: edits pick checks at random."""
+        found = REVISION_RE.search(html)
+        if found is None or TIER_GROUP_RE.search(html):
+            return "not a fragment with a revision"
+        shown = [int(k) for k in CHECK_RE.findall(html)]
+        removed = [int(k) for k in REMOVED_RE.findall(html)]
+        if op == "add":
+            if len(shown) != 1 or removed:
+                return f"an addition answered with checks {shown}, removed {removed}"
+            after = int(fields["after"]) if fields.get("after") else None
+            at = next((i + 1 for i, (k, _) in enumerate(self.checks) if k == after),
+                      len(self.checks))
+            self.checks.insert(at, (shown[0], fields["tier"]))
+        elif op == "delete":
+            if shown or removed != [pk]:
+                return f"a deletion answered with checks {shown}, removed {removed}"
+            self.checks = [c for c in self.checks if c[0] != pk]
+        else:
+            if shown != [pk] or removed not in ([], [pk]):
+                return f"an edit of {pk} answered with checks {shown}, removed {removed}"
+            if op == "retier":
+                self.checks = [(k, fields["tier"] if k == pk else t) for k, t in self.checks]
+        self.revision = int(found.group(1))
+        return ""
+
 
 def words(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
 def edit_request(rng: random.Random, draft: Draft, name: str,
-                 n: int) -> tuple[str, str, dict[str, str], dict]:
-    """(op, path, form fields, what the CheckEdit's `after` should hold) of one random edit."""
+                 n: int) -> tuple[str, int | None, str, dict[str, str], dict]:
+    """(op, check pk or None for an addition, path, form fields, what the CheckEdit's `after`
+    should hold) of one random edit."""
     op = rng.choices(list(EDITS), weights=list(EDITS.values()))[0]
     if not draft.checks:
         op = "add"  # everything deleted: only an addition is possible
@@ -167,20 +200,22 @@ def edit_request(rng: random.Random, draft: Draft, name: str,
         source = rng.choice(draft.sources) if draft.sources and rng.random() < 0.5 else ""
         text = f"The response states that {words(rng, 6)} (added by {name}, {n})."
         tier = rng.choice(TIERS)
-        return op, f"{base}/checks/add/", {"text": text, "tier": tier, "source": source,
-                                            "after": after}, {"text": text, "tier": tier}
+        return op, None, f"{base}/checks/add/", {"text": text, "tier": tier,
+                                                  "source": source, "after": after}, \
+            {"text": text, "tier": tier}
     pk, tier = rng.choice(draft.checks)
     path = f"{base}/checks/{pk}/"
     if op == "edit_text":
         text = f"The response states that {words(rng, 8)} (edit {n} by {name})."
-        return op, path + "text/", {"text": text}, {"text": text}
+        return op, pk, path + "text/", {"text": text}, {"text": text}
     if op == "retier":
         new = rng.choice([t for t in TIERS if t != tier])
-        return op, path + "tier/", {"tier": new}, {"tier": new}
+        return op, pk, path + "tier/", {"tier": new}, {"tier": new}
     if op == "delete":
         reason = f"bench: redundant with another check ({name}, {n})"
-        return op, path + "delete/", {"reason": reason}, {"deleted": True, "reason": reason}
-    return op, path + "move/", {"direction": rng.choice(("up", "down"))}, {}
+        return op, pk, path + "delete/", {"reason": reason}, \
+            {"deleted": True, "reason": reason}
+    return op, pk, path + "move/", {"direction": rng.choice(("up", "down"))}, {}
 
 
 async def login(client: httpx.AsyncClient, username: str, password: str,
@@ -297,7 +332,7 @@ async def reviser(client: httpx.AsyncClient, name: str, args, deadline: float,
             stats.completed.append(draft.version_id)
             draft = None
             continue
-        op, path, fields, expected = edit_request(rng, draft, name, n)
+        op, pk, path, fields, expected = edit_request(rng, draft, name, n)
         sent = draft.revision
         t0 = time.perf_counter()
         try:
@@ -308,11 +343,17 @@ async def reviser(client: httpx.AsyncClient, name: str, args, deadline: float,
             errors += 1
             page_due = True
             continue
-        read = draft.read(response.text)
+        if response.status_code == 200:
+            wrong = draft.apply(op, pk, fields, response.text)
+            read = not wrong
+        else:  # a refusal brings the whole checklist as it stands
+            wrong = "" if draft.read(response.text) else "without a checklist"
+            read = not wrong
         ok = response.status_code == 200 and read
-        stats.record(op, response.status_code if read or response.status_code != 200 else
-                     "200 without a checklist", t0, ok,
-                     f"version {draft.version_id} revision {sent}: {response.text[:300]}")
+        stats.record(op, f"{response.status_code}, not the answer expected" if wrong
+                     else response.status_code, t0, ok,
+                     f"version {draft.version_id} revision {sent}: {wrong} "
+                     f"{response.text[:300]}")
         if not ok:
             errors += 1
             page_due = page_due or not read  # a 409 brings the current state: go on from it

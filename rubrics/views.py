@@ -1,9 +1,11 @@
 """The rubric revision workspace: a queue of rubrics waiting for a human round, and the page
 where a reviser edits the binary checklist beside its meta-rubric.
 
-Every edit is one POST carrying the version's `revision`; htmx requests get the checklist
-partial back (409 with the current state when the revision was stale), plain posts get
-post-redirect-get.
+Every edit is one POST carrying the version's `revision`. An htmx edit is answered with what it
+changed: the check itself, put where it now belongs, and the regions that depend on it (tier
+counts, warnings, diff, deleted checks, the revision), all swapped out of band; a refused edit
+is answered with the whole checklist as it stands (409 when the revision was stale), what the
+person typed kept. Plain posts get post-redirect-get.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.backends.utils import csrf_input
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
+from django_htmx.http import reswap, retarget
 
 from annotation import access
 from annotation.services import ReviewError
@@ -86,11 +90,12 @@ def claim(request: HttpRequest) -> HttpResponse:
     return redirect("rubric_workspace", version_id=version.pk)
 
 
-def _version(version_id: int) -> RubricVersion:
-    return get_object_or_404(
-        RubricVersion.objects.select_related("rubric__question__image", "parent"),
-        pk=version_id,
-    )
+def _version(version_id: int, *, page: bool = False) -> RubricVersion:
+    # The parent is read for its stage only: its meta-rubric (tens of KB of JSON) is not.
+    versions = RubricVersion.objects.select_related("parent").defer("parent__meta_rubric")
+    if page:
+        versions = versions.select_related("rubric__question__image")
+    return get_object_or_404(versions, pk=version_id)
 
 
 def _scaffold(meta: dict) -> list[tuple[str, list[dict]]]:
@@ -110,31 +115,41 @@ def _scaffold(meta: dict) -> list[tuple[str, list[dict]]]:
     return [(label, groups[key]) for key, label in TYPE_ORDER if groups.get(key)]
 
 
-def _workspace_context(version: RubricVersion, *, error: ReviewError | None = None,
-                       attempted: dict | None = None) -> dict:
-    rows = list(version.checks.order_by("position"))
+def _checklist_context(request: HttpRequest, version: RubricVersion, *,
+                       error: ReviewError | None = None, attempted: dict | None = None) -> dict:
+    """Everything the checklist shows. Read after the version, so the rows are at least as new
+    as the revision that the page will carry."""
+    # The draft's rows and its parent's (for the diff) in one query.
+    rows: list[RubricCheck] = []
+    parent_rows: list[RubricCheck] = []
+    for row in RubricCheck.objects.filter(
+        version_id__in=[version.pk, version.parent_id or version.pk]
+    ).order_by("position", "pk"):
+        (rows if row.version_id == version.pk else parent_rows).append(row)
     live = [r for r in rows if r.deleted_at is None]
     meta = version.meta_rubric
     snippets = {s["id"]: s for s in meta.get("snippets", [])}
     for row in rows:
         row.evidence = [snippets[s] for s in row.snippets if s in snippets]
         row.pk_str = str(row.pk)
-    groups = [
-        {"tier": tier, "label": TIER_LABELS[tier], "checks": [r for r in live if r.tier == tier]}
-        for tier in TIERS
-    ]
-    parent_rows = list(version.parent.checks.all()) if version.parent else []
+    groups = []
+    for tier in TIERS:
+        checks = [r for r in live if r.tier == tier]
+        groups.append({"tier": tier, "label": TIER_LABELS[tier], "checks": checks,
+                       "count": len(checks)})
     return {
         "version": version,
-        "base": reverse("rubric_workspace", args=[version.pk]),
-        "question": version.rubric.question,
+        "revision": version.revision,
+        # One reversed address and one CSRF field for the whole list, not one per check.
+        "checks_url": reverse("rubric_workspace", args=[version.pk]) + "checks/",
+        "csrf_input": csrf_input(request),
         "editable": version.frozen_at is None,
+        "rows": rows,
         "groups": groups,
         "deleted": [r for r in rows if r.deleted_at is not None],
         "total": len(live),
-        "scaffold": _scaffold(meta),
         "warnings": services.rubric_warnings(meta, rows),
-        "diff": services.version_diff(parent_rows, rows) if version.parent else None,
+        "diff": services.version_diff(parent_rows, rows) if version.parent_id else None,
         "tiers": [(str(n), tier, TIER_LABELS[tier]) for n, tier in enumerate(TIERS, start=1)],
         "sources": sorted(services.meta_ids(meta)),
         "error": error,
@@ -149,61 +164,96 @@ def workspace(request: HttpRequest, version_id: int) -> HttpResponse:
     reviser = services.is_reviser(request.user)
     if not (reviser or access.is_admin(request.user)):
         raise PermissionDenied("This page is for rubric revisers and admins.")
-    context = _workspace_context(_version(version_id))
+    version = _version(version_id, page=True)
+    context = _checklist_context(request, version)
     context["editable"] = context["editable"] and reviser
+    context["question"] = version.rubric.question
+    context["scaffold"] = _scaffold(version.meta_rubric)
     return render(request, "rubrics/workspace.html", context)
 
 
-def _edit(request: HttpRequest, version_id: int, action: Callable[..., object],
-          **fields) -> HttpResponse:
-    """Run one edit service; answer with the fresh checklist, or the current state and the
-    refusal (409 for a stale page) with what the person typed kept."""
+def _placement(rows: list[RubricCheck], row: RubricCheck) -> str:
+    """Where a live check goes in the page (an hx-swap-oob value): before the next live check of
+    its tier, or at the end of its tier's list."""
+    later = rows[rows.index(row) + 1:]
+    following = next((r for r in later if r.deleted_at is None and r.tier == row.tier), None)
+    if following is None:
+        return f"beforeend:#checks-{row.tier}"
+    return f"beforebegin:#check-{following.pk}"
+
+
+def _edit(request: HttpRequest, version_id: int, action: Callable[..., RubricCheck],
+          kind: str, **fields) -> HttpResponse:
+    """Run one edit service; answer with the changed check and the regions that depend on it,
+    or with the current state and the refusal (409 for a stale page), what the person typed
+    kept. `kind` says how the edit changes the page: "text" changes a check in place,
+    "relocate" (re-tier, move) may move it to another place or tier group, "delete" takes it
+    out, "restore" and "add" put one in."""
     _require_reviser(request)
     try:
-        action(user=request.user, version_id=version_id,
-               revision=request.POST.get("revision"), **fields)
+        changed = action(user=request.user, version_id=version_id,
+                         revision=request.POST.get("revision"), **fields)
     except ReviewError as exc:
         if exc.status == 404:
             raise Http404(exc.message) from exc
         if not request.htmx:
             messages.error(request, exc.message)
             return redirect("rubric_workspace", version_id=version_id)
-        context = _workspace_context(_version(version_id), error=exc,
+        context = _checklist_context(request, _version(version_id), error=exc,
                                      attempted={"action": action.__name__,
                                                 **{k: v for k, v in fields.items()
                                                    if isinstance(v, str)}})
-        return render(request, "rubrics/workspace.html#checklist", context, status=exc.status)
+        response = render(request, "rubrics/workspace.html#checklist", context,
+                          status=exc.status)
+        return retarget(reswap(response, "outerHTML"), "#checklist")
     if not request.htmx:
         return redirect("rubric_workspace", version_id=version_id)
-    return render(request, "rubrics/workspace.html#checklist",
-                  _workspace_context(_version(version_id)))
+    context = _checklist_context(request, _version(version_id))
+    # The revision this edit produced (the service accepted the one sent), not the version's
+    # as read now: if another tab saved in between, the page has not seen that save, and its
+    # next save must be refused with the whole current state.
+    context["revision"] = int(request.POST["revision"]) + 1
+    rows = context["rows"]
+    row = next(r for r in rows if r.pk == changed.pk)
+    live = row.deleted_at is None
+    shown_before = live if kind in ("text", "relocate") else kind == "delete"
+    context.update({
+        "check": row,
+        "check_oob": kind == "text" and live,
+        "remove": shown_before and kind != "text",
+        "place": _placement(rows, row) if live and kind != "text" else "",
+        "show_deleted": not live or kind == "restore",
+        "deleted_open": kind == "restore",
+        "show_add": kind == "add",
+    })
+    return render(request, "rubrics/workspace.html#edit", context)
 
 
 @login_required
 @require_POST
 def check_text(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
-    return _edit(request, version_id, services.check_edit_text, check_pk=check_pk,
+    return _edit(request, version_id, services.check_edit_text, "text", check_pk=check_pk,
                  text=request.POST.get("text", ""))
 
 
 @login_required
 @require_POST
 def check_tier(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
-    return _edit(request, version_id, services.check_retier, check_pk=check_pk,
+    return _edit(request, version_id, services.check_retier, "relocate", check_pk=check_pk,
                  tier=request.POST.get("tier", ""))
 
 
 @login_required
 @require_POST
 def check_delete(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
-    return _edit(request, version_id, services.check_delete, check_pk=check_pk,
+    return _edit(request, version_id, services.check_delete, "delete", check_pk=check_pk,
                  reason=request.POST.get("reason", ""))
 
 
 @login_required
 @require_POST
 def check_restore(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
-    return _edit(request, version_id, services.check_restore, check_pk=check_pk)
+    return _edit(request, version_id, services.check_restore, "restore", check_pk=check_pk)
 
 
 @login_required
@@ -211,23 +261,29 @@ def check_restore(request: HttpRequest, version_id: int, check_pk: int) -> HttpR
 def check_move(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
     """Up or down within its tier group: to the place of the neighbouring check of its tier."""
     _require_reviser(request)
-    row = get_object_or_404(RubricCheck, version_id=version_id, pk=check_pk)
-    same_tier = RubricCheck.objects.filter(version_id=version_id, tier=row.tier,
-                                           deleted_at__isnull=True)
+    # One read of every row's (pk, tier, position, deleted?), the neighbour found in Python.
+    rows = list(RubricCheck.objects.filter(version_id=version_id).order_by("position", "pk")
+                .values_list("pk", "tier", "position", "deleted_at"))
+    row = next((r for r in rows if r[0] == check_pk), None)
+    if row is None:
+        raise Http404("That check is not part of this rubric version.")
+    _, tier, position, _ = row
+    same_tier = [r for r in rows if r[1] == tier and r[3] is None]
     if request.POST.get("direction") == "up":
-        neighbour = same_tier.filter(position__lt=row.position).order_by("-position").first()
+        neighbour = next((r for r in reversed(same_tier) if r[2] < position), None)
     else:
-        neighbour = same_tier.filter(position__gt=row.position).order_by("position").first()
-    target = neighbour.position if neighbour else row.position
-    return _edit(request, version_id, services.check_move, check_pk=check_pk,
+        neighbour = next((r for r in same_tier if r[2] > position), None)
+    target = neighbour[2] if neighbour else position
+    return _edit(request, version_id, services.check_move, "relocate", check_pk=check_pk,
                  to_position=target)
 
 
 @login_required
 @require_POST
 def check_add(request: HttpRequest, version_id: int) -> HttpResponse:
-    return _edit(request, version_id, services.check_add, text=request.POST.get("text", ""),
-                 tier=request.POST.get("tier", ""), source=request.POST.get("source", ""),
+    return _edit(request, version_id, services.check_add, "add",
+                 text=request.POST.get("text", ""), tier=request.POST.get("tier", ""),
+                 source=request.POST.get("source", ""),
                  after_check_pk=request.POST.get("after") or None)
 
 

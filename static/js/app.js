@@ -162,12 +162,27 @@
   });
 
   function restoreFocus() {
+    // Someone typing elsewhere (the add form, a reason) keeps their place: only a focus that
+    // the swap took away comes back.
+    if (typing(document.activeElement) && document.activeElement.isConnected) return;
     const again = checks().find((c) => c.dataset.check === focusedCheck);
     if (again) focusCheck(again);
   }
 
-  // After a save, the checklist is new HTML: give the focus back to the same check once htmx
-  // has settled it (htmx moves the focus itself while swapping).
+  // An edit is answered with only what changed, so most forms on the page still hold the
+  // revision they were drawn with: every save sends the page's current one (swapped in out of
+  // band with each answer), which is what the page shows.
+  document.addEventListener("htmx:configRequest", function (event) {
+    const current = document.getElementById("checklist-revision");
+    if (current && event.detail.parameters.revision !== undefined &&
+        event.detail.elt.closest && event.detail.elt.closest("#checklist")) {
+      event.detail.parameters.revision = current.dataset.revision;
+    }
+  });
+
+  // After a save, the check is new HTML (and a refused save redraws the whole checklist): give
+  // the focus back to the same check once htmx has settled it (htmx moves the focus itself
+  // while swapping).
   // htmx:load fires on the new content itself, attached to the page (the swap events of an
   // outerHTML swap fire on the element that was replaced, which no longer reaches document).
   document.addEventListener("htmx:load", function (event) {
