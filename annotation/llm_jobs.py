@@ -439,15 +439,44 @@ def _resolve_images(source_ids: Sequence[str]) -> tuple[dict[str, int], list[str
     return found, [s for s in source_ids if s not in found]
 
 
+def image_domains() -> list[str]:
+    """The images' domains: what the console's filter offers (the rubric stages use it too)."""
+    return list(Image.objects.order_by("domain").values_list("domain", flat=True).distinct())
+
+
+# Generation's filter states: whether an image has candidates, and where they stand.
+GENERATION_STATES = (
+    ("no_candidates", "no candidate yet"),
+    ("all_discarded", "every candidate discarded"),
+    ("in_review", "candidates in review"),
+)
+
+
+def select_images(*, domain: str | None = None, state: str | None = None) -> list[int]:
+    """The images of `domain` (any if None) in generation's `state` (any if None)."""
+    images = Image.objects.all()
+    if domain is not None:
+        images = images.filter(domain=domain)
+    candidates = Candidate.objects.filter(image=OuterRef("pk"))
+    if state == "no_candidates":
+        images = images.filter(~Exists(candidates))
+    elif state == "all_discarded":
+        images = images.needing_candidates().filter(Exists(candidates))
+    elif state == "in_review":
+        images = images.filter(Exists(candidates.filter(
+            status__in=[CandidateStatus.OPEN, CandidateStatus.DISPUTED])))
+    return list(images.order_by("pk").values_list("pk", flat=True))
+
+
 register_launcher(
     "generate", label="Generate candidates (A.1)", kind=GENERATE, order=10, scope_noun="images",
     launch=lambda *, user, ids=None: generation_launch(user=user, image_ids=ids),
     eligible=lambda ids=None: _generation_images(ids).count(),
     resolve=_resolve_images, model=lambda: configured_model("LLM_MODEL_GENERATION"),
-    calls_per_item=1)
+    calls_per_item=1, select=select_images, domains=image_domains, states=GENERATION_STATES)
 register_launcher(
     "guard", label="Guard (A.2)", kind=GUARD, order=20, scope_noun="images",
     launch=lambda *, user, ids=None: guard_launch(user=user, image_ids=ids),
     eligible=lambda ids=None: _guard_images(ids).count(),
     resolve=_resolve_images, model=lambda: configured_model("LLM_MODEL_GUARD"),
-    calls_per_item=1)
+    calls_per_item=1, select=select_images, domains=image_domains)

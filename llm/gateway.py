@@ -19,6 +19,7 @@ import random
 import re
 import time
 from collections.abc import Awaitable, Iterable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -526,6 +527,33 @@ def _write_ledger(row: LedgerEntry) -> int:
     return row.pk
 
 
+# The key of the job item whose handler makes the call: llm/jobs.py sets it around each handler,
+# and the ledger rows of its calls carry it (the console's item page lists them).
+ledger_item: ContextVar[str] = ContextVar("ledger_item", default="")
+
+
+def prompt_text(request: _Request) -> str:
+    """A request as the ledger keeps it for admins to read: the system text, the user's parts
+    (an image as one line with its type, size and sha256, not its bytes), a repair's turns,
+    and the tools or schema asked for."""
+    lines = [f"[system]\n{request.system}"] if request.system else []
+    lines.append("[user]")
+    for part in request.prompt:
+        if isinstance(part, ImagePart):
+            digest = hashlib.sha256(part.data).hexdigest()
+            lines.append(f"[image {part.mime_type}, {len(part.data):,} bytes, sha256 {digest}]")
+        else:
+            lines.append(part)
+    if request.repair:
+        invalid, instruction = request.repair
+        lines += ["[model]", invalid, "[user]", instruction]
+    if request.tools:
+        lines.append(f"[tools: {', '.join(request.tools)}]")
+    if request.schema is not None:
+        lines.append(f"[response schema: {request.schema.__name__}]")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -725,6 +753,7 @@ class Gateway:
         tokens = _estimated_tokens(request.prompt, request.system)
         failures = rate_waits = 0
         row["is_repair"] = is_repair
+        row["prompt"], row["item_key"] = prompt_text(request), ledger_item.get()
         while True:
             await self.limiter.acquire(config.name, config.limits, tokens)
             started = time.perf_counter()

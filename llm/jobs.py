@@ -9,13 +9,15 @@ time of a module its AppConfig.ready() imports (so web processes and workers bot
 
 The database is the source of truth: items are claimed by conditional UPDATE with a lease and a
 token, an outcome is recorded only by the chunk holding the item's current token, and the job's
-counters move by F() expressions in that same transaction. A job is over when its remaining
-counter reaches zero (no chords).
+counters move by F() expressions in that same transaction. A running chunk renews its leases
+(every third of a lease), so only a dead or stuck chunk loses its items to the sweeper. A job
+is over when its remaining counter reaches zero (no chords).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import uuid
@@ -29,11 +31,11 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connection, connections, transaction
+from django.db import DatabaseError, connection, connections, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
-from .gateway import CallResult, Gateway, QuotaExhausted, run_bounded
+from .gateway import CallResult, Gateway, QuotaExhausted, ledger_item, run_bounded
 from .models import ItemStatus, Job, JobItem, JobStatus
 
 log = logging.getLogger(__name__)
@@ -314,36 +316,66 @@ def item_claim_chunk(*, job_id: int, now: datetime | None = None) -> Claim | Non
     return Claim(job, token, items) if items else None
 
 
-@transaction.atomic
-def item_record(*, item_id: int, token: str, outcome: ItemResult | ItemFailed | Exception,
+ItemOutcome = ItemResult | ItemFailed | Exception
+
+
+def _outcome_fields(outcome: ItemOutcome) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the item's new fields, what its calls spent) for an outcome."""
+    if isinstance(outcome, ItemResult):
+        return ({"status": ItemStatus.DONE, "result": outcome.result, "last_error": ""},
+                {"tokens_in": outcome.tokens_in, "tokens_out": outcome.tokens_out,
+                 "cost": outcome.cost})
+    usage = (outcome.usage if isinstance(outcome, ItemFailed)
+             else {"tokens_in": 0, "tokens_out": 0, "cost": Decimal("0")})
+    return ({"status": ItemStatus.FAILED, "last_error": _reason(outcome)[:_MAX_ERROR],
+             "raw_output": getattr(outcome, "raw_output", "")}, usage)
+
+
+def item_record(*, item_id: int, token: str, outcome: ItemOutcome,
                 now: datetime | None = None) -> bool:
     """Record an item's outcome, once: only while it is running under `token`. A second
     recording, or one by a chunk whose lease was taken over, changes nothing (False)."""
-    now = now or timezone.now()
-    usage: dict[str, Any] = {"tokens_in": 0, "tokens_out": 0, "cost": Decimal("0")}
-    if isinstance(outcome, ItemResult):
-        usage = {"tokens_in": outcome.tokens_in, "tokens_out": outcome.tokens_out,
-                 "cost": outcome.cost}
-        fields: dict[str, Any] = {"status": ItemStatus.DONE, "result": outcome.result,
-                                  "last_error": ""}
-    else:
-        if isinstance(outcome, ItemFailed):
-            usage = outcome.usage
-        fields = {"status": ItemStatus.FAILED, "last_error": _reason(outcome)[:_MAX_ERROR],
-                  "raw_output": getattr(outcome, "raw_output", "")}
-    changed = JobItem.objects.filter(pk=item_id, status=ItemStatus.RUNNING,
-                                     lease_token=token).update(
-        **fields, **usage, lease_until=None, finished_at=now)
-    if not changed:
+    job_id = JobItem.objects.filter(pk=item_id).values_list("job_id", flat=True).first()
+    if job_id is None:
         return False
-    counter = "items_done" if fields["status"] == ItemStatus.DONE else "items_failed"
-    job_id = JobItem.objects.values_list("job_id", flat=True).get(pk=item_id)
-    Job.objects.filter(pk=job_id).update(
-        **{counter: F(counter) + 1}, items_remaining=F("items_remaining") - 1,
-        tokens_in=F("tokens_in") + usage["tokens_in"],
-        tokens_out=F("tokens_out") + usage["tokens_out"], cost=F("cost") + usage["cost"])
-    _finish_if_over(job_id, now)
-    return True
+    return items_record(job_id=job_id, token=token, outcomes=[(item_id, outcome)], now=now) == 1
+
+
+@transaction.atomic
+def items_record(*, job_id: int, token: str, outcomes: Sequence[tuple[int, ItemOutcome]],
+                 now: datetime | None = None) -> int:
+    """Record outcomes of items of one job, each once (as item_record), in one transaction with
+    one update of the job's counters: how a chunk records what finished meanwhile. Returns how
+    many were recorded."""
+    now = now or timezone.now()
+    totals: dict[str, Any] = {"items_done": 0, "items_failed": 0, "tokens_in": 0,
+                              "tokens_out": 0, "cost": Decimal("0")}
+    for item_id, outcome in outcomes:
+        fields, usage = _outcome_fields(outcome)
+        changed = JobItem.objects.filter(pk=item_id, status=ItemStatus.RUNNING,
+                                         lease_token=token).update(
+            **fields, **usage, lease_until=None, finished_at=now)
+        if changed:
+            totals["items_done" if fields["status"] == ItemStatus.DONE else "items_failed"] += 1
+            for key, spent in usage.items():
+                totals[key] += spent
+    recorded = totals["items_done"] + totals["items_failed"]
+    if recorded:
+        Job.objects.filter(pk=job_id).update(
+            **{key: F(key) + value for key, value in totals.items()},
+            items_remaining=F("items_remaining") - recorded)
+        _finish_if_over(job_id, now)
+    return recorded
+
+
+def item_renew_leases(*, job_id: int, token: str, now: datetime | None = None) -> int:
+    """A live chunk's heartbeat: extend the lease of its items still running under `token`, so
+    that items slower than a lease are not handed to another chunk while this one is alive.
+    Returns how many were extended (0: the chunk has nothing left, or lost it all)."""
+    now = now or timezone.now()
+    return JobItem.objects.filter(job_id=job_id, status=ItemStatus.RUNNING,
+                                  lease_token=token).update(
+        lease_until=now + timedelta(seconds=settings.LLM_JOB_LEASE_SECONDS))
 
 
 def _reason(exc: BaseException) -> str:
@@ -456,24 +488,79 @@ def job_run_chunk(*, job_id: int, gateway_factory: Callable[[], Gateway]) -> int
     return len(claim.items)
 
 
+async def _keep_leases(claim: Claim) -> None:
+    """Renew the chunk's leases every third of a lease until none is left to renew (or the
+    chunk ends and cancels this). A chunk whose process dies or whose loop blocks stops
+    renewing, and the sweeper takes its items back once the lease runs out."""
+    renew = sync_to_async(item_renew_leases)
+    while True:
+        await asyncio.sleep(settings.LLM_JOB_LEASE_SECONDS / 3)
+        try:
+            if not await renew(job_id=claim.job.pk, token=claim.token):
+                return
+        except DatabaseError as exc:  # a missed beat: the lease still has two thirds to go
+            log.warning("job %s: could not renew the leases of a chunk: %s", claim.job.pk, exc)
+
+
+class _Recorder:
+    """Records a chunk's outcomes as they come, in batches: what finished while one batch was
+    being written goes into the next, one transaction and one trip to the database thread for
+    all of them (not one per item), so the calls' slots free up at once."""
+
+    def __init__(self, claim: Claim) -> None:
+        self._claim = claim
+        self._pending: list[tuple[int, ItemOutcome]] = []
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._write = sync_to_async(items_record)
+        self._task = asyncio.create_task(self._run())
+
+    def add(self, item: JobItem, outcome: ItemOutcome) -> None:
+        self._pending.append((item.pk, outcome))
+        self._wake.set()
+
+    async def close(self) -> None:
+        """Write what is left, then stop."""
+        self._closing = True
+        self._wake.set()
+        await self._task
+
+    async def _run(self) -> None:
+        while not (self._closing and not self._pending):
+            await self._wake.wait()
+            self._wake.clear()
+            batch, self._pending = self._pending, []
+            if not batch:
+                continue
+            try:
+                await self._write(job_id=self._claim.job.pk, token=self._claim.token,
+                                  outcomes=batch)
+            except DatabaseError:
+                # The items stay leased to this chunk; once it ends, the sweeper requeues them.
+                log.exception("job %s: could not record %d outcome(s)", self._claim.job.pk,
+                              len(batch))
+
+
 async def _run_claim(spec: JobKind, claim: Claim,
                      gateway_factory: Callable[[], Gateway]) -> None:
-    record = sync_to_async(item_record)
+    heartbeat = asyncio.create_task(_keep_leases(claim))
+    recorder = _Recorder(claim)
     try:
         async with gateway_factory() as gateway:
 
             async def one(item: JobItem) -> None:
                 current_item.set(JobContext(claim.job.pk, item.key, claim.job.params))
+                ledger_item.set(item.key)  # the item's ledger rows say whose calls they were
                 try:
                     returned = await spec.handler(gateway, item.payload)
-                    outcome: ItemResult | Exception = (
+                    outcome: ItemOutcome = (
                         returned if isinstance(returned, ItemResult) else ItemResult(returned))
                 except QuotaExhausted:
                     raise  # parks the whole job: see job_park_for_quota
                 except Exception as exc:  # the item's own failure, recorded with its reason
                     log.info("job %s item %s failed: %s", claim.job.pk, item.key, _reason(exc))
                     outcome = exc
-                await record(item_id=item.pk, token=claim.token, outcome=outcome)
+                recorder.add(item, outcome)
 
             calls = [one(item) for item in claim.items]
             try:
@@ -483,6 +570,11 @@ async def _run_claim(spec: JobKind, claim: Claim,
                     call.close()  # the ones never started: no "never awaited" warnings
                 raise
     finally:
+        # Outcomes first (a parked job's finished items count), then the leases' heartbeat.
+        await recorder.close()
+        heartbeat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await heartbeat
         # The recording thread's connection belongs to this chunk; close it rather than leak
         # one per chunk (and PostgreSQL test databases refuse to drop with one open).
         await sync_to_async(connections.close_all)()

@@ -7,6 +7,10 @@ admin types into its own ids, and which model it will use:
 
     register_launcher("generate", label="Generate candidates (A.1)", kind=GENERATE,
                       launch=..., eligible=..., resolve=..., model=..., calls_per_item=1)
+
+A launcher may also offer a filter: `select(domain=..., state=...)` gives its own ids that match
+a domain and/or one of its `states`, and `domains()` the domains to choose from. The filtered
+ids then go through `eligible` and `launch` exactly as chosen ids do.
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ class Launcher:
     launch(user=..., ids=None | [own ids]) -> Job, raising JobError when it cannot;
     eligible(ids=None | [own ids]) -> the number of items a launch would create;
     resolve([source ids]) -> ({source id: own id}, [unknown source ids]);
-    model() -> the configured LLMModel, raising JobError when there is none to use.
+    model() -> the configured LLMModel, raising JobError when there is none to use;
+    select(domain=str | None, state=str | None) -> [own ids] matching the filter (optional);
+    domains() -> the domains the filter offers; states: the (value, label) it offers.
     """
 
     key: str
@@ -54,6 +60,13 @@ class Launcher:
     calls_per_item: int
     order: int = 0
     scope_noun: str = "items"
+    select: Callable[..., list[int]] | None = None
+    domains: Callable[[], list[str]] | None = None
+    states: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def filterable(self) -> bool:
+        return self.select is not None
 
 
 _launchers: dict[str, Launcher] = {}
@@ -63,12 +76,17 @@ def register_launcher(key: str, *, label: str, kind: str, launch: Callable[..., 
                       eligible: Callable[[list[int] | None], int],
                       resolve: Callable[[Sequence[str]], tuple[dict[str, int], list[str]]],
                       model: Callable[[], LLMModel], calls_per_item: int, order: int = 0,
-                      scope_noun: str = "items") -> Launcher:
-    """Declare a stage the console can launch; registering a key again replaces it."""
+                      scope_noun: str = "items", select: Callable[..., list[int]] | None = None,
+                      domains: Callable[[], list[str]] | None = None,
+                      states: Sequence[tuple[str, str]] = ()) -> Launcher:
+    """Declare a stage the console can launch; registering a key again replaces it. Without
+    `select`, the console offers all eligible items or chosen ones; with it, a filter too."""
     if calls_per_item < 1:
         raise ValueError("calls_per_item must be at least 1")
+    if (domains is not None or states) and select is None:
+        raise ValueError("domains and states filter through select: give select too")
     launcher = Launcher(key, label, kind, launch, eligible, resolve, model, calls_per_item,
-                        order, scope_noun)
+                        order, scope_noun, select, domains, tuple(states))
     _launchers[key] = launcher
     return launcher
 
@@ -126,16 +144,48 @@ def estimate(launcher: Launcher, items: int, model: LLMModel) -> Estimate:
 
 @dataclass(frozen=True)
 class Scope:
-    """What the admin asked for: every eligible item, or the chosen source ids."""
+    """What the admin asked for: every eligible item (ids None), the chosen source ids, or the
+    items a filter selects; `error` says why the request cannot be served."""
 
     ids: list[int] | None  # None: all eligible
     chosen: list[str]
     unknown: list[str]
+    domain: str = ""
+    state: str = ""
+    error: str = ""
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self.domain or self.state)
 
 
-def scope_from(launcher: Launcher, *, scope: str, ids_text: str) -> Scope:
+def domain_choices(launcher: Launcher) -> list[str]:
+    return launcher.domains() if launcher.domains is not None else []
+
+
+def scope_from(launcher: Launcher, *, scope: str, ids_text: str, domain: str = "",
+               state: str = "") -> Scope:
+    if scope == "filter":
+        return _filtered(launcher, domain.strip(), state.strip())
     if scope != "chosen":
         return Scope(ids=None, chosen=[], unknown=[])
     chosen = parse_ids(ids_text)
     found, unknown = launcher.resolve(chosen) if chosen else ({}, [])
-    return Scope(ids=list(found.values()), chosen=chosen, unknown=unknown)
+    error = "" if chosen else "Type the source ids of the chosen items, one per line."
+    return Scope(ids=list(found.values()), chosen=chosen, unknown=unknown, error=error)
+
+
+def _filtered(launcher: Launcher, domain: str, state: str) -> Scope:
+    def refused(error: str) -> Scope:
+        return Scope(ids=[], chosen=[], unknown=[], domain=domain, state=state, error=error)
+
+    if launcher.select is None:
+        return refused(f"{launcher.label} has no filter: choose all eligible or chosen items.")
+    if not domain and not state:
+        return refused("Choose a domain, a state, or both.")
+    if state and state not in dict(launcher.states):
+        return refused(f"Unknown state {state!r} for {launcher.label}.")
+    if domain and domain not in domain_choices(launcher):
+        return refused(f"Unknown domain {domain!r}.")
+    ids = launcher.select(domain=domain or None, state=state or None)
+    return Scope(ids=list(ids), chosen=[], unknown=[], domain=domain, state=state)

@@ -62,6 +62,9 @@ class LedgerEntry(models.Model):
     the `ok` row whether the first answer was valid or the repair made it so."""
 
     job_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    # The key of the job item the call was made for (set around each handler by llm/jobs.py):
+    # the console's item page lists that item's calls. Empty outside jobs, and on older rows.
+    item_key = models.CharField(max_length=255, blank=True)
     stage = models.CharField(max_length=100)
     provider = models.CharField(max_length=16, choices=Provider.choices)
     model = models.CharField(max_length=200)
@@ -77,13 +80,17 @@ class LedgerEntry(models.Model):
     latency_ms = models.PositiveIntegerField(default=0)
     cost = models.DecimalField(max_digits=14, decimal_places=8, default=Decimal("0"))
     outcome = models.CharField(max_length=20, choices=Outcome.choices)
+    # What was sent, for admins to read: the system text, the text parts, images as a line with
+    # their type, size and sha256 (not their bytes), and a repair's earlier turns.
+    prompt = models.TextField(blank=True)
     raw_output = models.TextField(blank=True)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:
         verbose_name_plural = "ledger entries"
-        indexes = [models.Index(fields=["request_hash", "outcome"], name="llm_ledger_cache")]
+        indexes = [models.Index(fields=["request_hash", "outcome"], name="llm_ledger_cache"),
+                   models.Index(fields=["job_id", "item_key"], name="llm_ledger_item")]
 
     def __str__(self) -> str:
         return f"{self.stage} {self.model} {self.outcome} ({self.created_at:%Y-%m-%d %H:%M})"

@@ -14,6 +14,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -64,8 +65,21 @@ def job_list(request: HttpRequest) -> HttpResponse:
 
 def _jobs_context(request: HttpRequest, est: dict[str, Any] | None = None) -> dict[str, Any]:
     page = _page(request, Job.objects.select_related("launched_by"), JOBS_PER_PAGE)
-    return {"page": page, "kinds": jobs.registered_kinds(),
-            "launchers": launchers.all_launchers(), "est": est}
+    return {"page": page, "kinds": jobs.registered_kinds(), "launchers": _launch_forms(),
+            "est": est}
+
+
+def _launch_forms() -> list[dict[str, Any]]:
+    """Each launcher with the domains its filter offers; launchers sharing a domains function
+    (every stage filters by the images' domain) share its one query."""
+    asked: dict[Any, list[str]] = {}
+    forms = []
+    for launcher in launchers.all_launchers():
+        if launcher.domains is not None and launcher.domains not in asked:
+            asked[launcher.domains] = launchers.domain_choices(launcher)
+        forms.append({"launcher": launcher, "has_domains": launcher.domains is not None,
+                      "domains": asked.get(launcher.domains, [])})
+    return forms
 
 
 def _job_context(job: Job) -> dict[str, Any]:
@@ -100,9 +114,10 @@ def job_item(request: HttpRequest, job_id: int, item_id: int) -> HttpResponse:
     _require_admin(request)
     item = get_object_or_404(JobItem.objects.select_related("job"), pk=item_id, job_id=job_id)
     known = {(p.name, p.version) for p in all_prompts()}
-    # The ledger has no item column yet: the job's rows are the best the page can show.
-    ledger = list(LedgerEntry.objects.filter(job_id=job_id).order_by("created_at", "pk")
-                  [:LEDGER_ROWS_SHOWN])
+    # The item's calls; rows written before the ledger knew items (no key) are shown with them.
+    ledger = list(LedgerEntry.objects.filter(Q(item_key=item.key) | Q(item_key=""),
+                                             job_id=job_id)
+                  .order_by("created_at", "pk")[:LEDGER_ROWS_SHOWN])
     for row in ledger:
         version = row.template_version.removeprefix("v")
         row.prompt_anchor = (_prompt_anchor(row.template_name, row.template_version)
@@ -167,9 +182,11 @@ def _scope(request: HttpRequest, launcher: launchers.Launcher
            ) -> tuple[launchers.Scope | None, str]:
     """The scope the form asks for, or None and why it is refused."""
     scope = launchers.scope_from(launcher, scope=request.POST.get("scope", "all"),
-                                 ids_text=request.POST.get("ids", ""))
-    if scope.ids is not None and not scope.chosen:
-        return None, "Type the source ids of the chosen items, one per line."
+                                 ids_text=request.POST.get("ids", ""),
+                                 domain=request.POST.get("domain", ""),
+                                 state=request.POST.get("state", ""))
+    if scope.error:
+        return None, scope.error
     if scope.unknown:
         return None, (f"Unknown for {launcher.label} ({len(scope.unknown)}): "
                       + ", ".join(scope.unknown))
@@ -178,8 +195,10 @@ def _scope(request: HttpRequest, launcher: launchers.Launcher
 
 def _estimate(request: HttpRequest, launcher: launchers.Launcher) -> dict[str, Any]:
     est: dict[str, Any] = {"launcher": launcher, "scope": request.POST.get("scope", "all"),
-                           "ids": request.POST.get("ids", ""), "error": "", "estimate": None,
-                           "skipped": 0}
+                           "ids": request.POST.get("ids", ""),
+                           "domain": request.POST.get("domain", ""),
+                           "state": request.POST.get("state", ""), "error": "",
+                           "estimate": None, "skipped": 0, "matched": 0}
     scope, est["error"] = _scope(request, launcher)
     if scope is None:
         return est
@@ -193,7 +212,8 @@ def _estimate(request: HttpRequest, launcher: launchers.Launcher) -> dict[str, A
         est["error"] = f"Nothing in this scope is eligible for {launcher.label}."
         return est
     est["estimate"] = launchers.estimate(launcher, items, model)
-    est["skipped"] = len(scope.ids) - items if scope.ids is not None else 0
+    if scope.ids is not None:
+        est["matched"], est["skipped"] = len(scope.ids), len(scope.ids) - items
     return est
 
 

@@ -27,8 +27,10 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db.models import Exists, OuterRef, Subquery
 from pydantic import BaseModel, ConfigDict, Field
 
+from annotation.llm_jobs import image_domains
 from annotation.models import FinalQuestion
 from llm.gateway import CallResult, Gateway, GroundedResult
 from llm.jobs import ItemFailed, ItemResult, JobError, current_item, job_launch, register_kind
@@ -37,7 +39,7 @@ from llm.models import Job, LLMModel, Provider
 from llm.prompts import load_prompt
 
 from . import compiler
-from .models import Rubric, RubricVersion, Stage
+from .models import STAGE_ORDER, Rubric, RubricVersion, Stage
 from .services import final_version, meta_ids, rubric_version_create
 
 BUILD = "rubrics.build"
@@ -419,11 +421,32 @@ def _resolve_questions(source_ids: Sequence[str]) -> tuple[dict[str, int], list[
     return found, [s for s in source_ids if s not in found]
 
 
+# The rubric stages' filter states: the stage of the rubric's latest version, or none yet.
+RUBRIC_STATES = (("none", "no rubric yet"),
+                 *((stage.value, f"latest version: {stage.label}") for stage in STAGE_ORDER))
+
+
+def select_questions(*, domain: str | None = None, state: str | None = None) -> list[int]:
+    """The live final questions of images in `domain`, whose rubric's latest version is of
+    stage `state` ("none": no version yet); None means any."""
+    questions = _live_questions(None)
+    if domain is not None:
+        questions = questions.filter(image__domain=domain)
+    versions = RubricVersion.objects.filter(rubric__question=OuterRef("pk"))
+    if state == "none":
+        questions = questions.filter(~Exists(versions))
+    elif state is not None:
+        latest = versions.order_by("-id").values("stage")[:1]
+        questions = questions.annotate(latest_stage=Subquery(latest)).filter(latest_stage=state)
+    return list(questions.values_list("pk", flat=True))
+
+
 register_launcher(
     "build", label="Build rubrics (A.3)", kind=BUILD, order=30, scope_noun="questions",
     launch=lambda *, user, ids=None: rubric_build_launch(user=user, question_ids=ids),
     eligible=lambda ids=None: len(eligible_for_build(ids)),
-    resolve=_resolve_questions, model=rubric_model, calls_per_item=2)
+    resolve=_resolve_questions, model=rubric_model, calls_per_item=2,
+    select=select_questions, domains=image_domains, states=RUBRIC_STATES)
 for _round in REFINED_STAGE:
     register_launcher(
         f"refine{_round}", label=f"Refine, round {_round} (A.4)", kind=REFINE,
@@ -431,4 +454,5 @@ for _round in REFINED_STAGE:
         launch=lambda *, user, ids=None, round_=_round: rubric_refine_launch(
             user=user, round=round_, question_ids=ids),
         eligible=lambda ids=None, round_=_round: len(eligible_for_refine(round_, ids)),
-        resolve=_resolve_questions, model=rubric_model, calls_per_item=3)
+        resolve=_resolve_questions, model=rubric_model, calls_per_item=3,
+        select=select_questions, domains=image_domains, states=RUBRIC_STATES)

@@ -8,15 +8,25 @@ One `ThreadingHTTPServer` answers both protocols:
 A test scripts the replies with `fake.queue(Reply...)` (consumed in order, one per request,
 whichever protocol asks) and otherwise gets `fake.default`; every request is recorded in
 `fake.requests` so a test can assert what the client sent.
+
+Fault injection: `fake.inject("server_error", rate=0.2)` makes about a fifth of the requests that
+are not scripted fail that way (see FAULTS). Which requests fail is decided by a hash of the seed,
+the request's body and how many times that same body came before, so a run fails the same
+requests whatever order concurrent clients send them in, and a retry of a request draws anew.
+Each recorded request says which fault, if any, it got (`Recorded.fault`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import socket
+import struct
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,6 +42,18 @@ OPENAI_MODEL_VERSION = "qwen-fake-vl-instruct"
 _GEMINI_PATH = re.compile(r"^/(v1beta|v1)/models/([^/:]+):generateContent$")
 _OPENAI_PATHS = {"/v1/chat/completions", "/chat/completions"}
 _RPC = "type.googleapis.com/google.rpc."
+
+# The ways `FakeLLM.inject` can make a request fail.
+FAULTS = (
+    "rate_limited",  # 429 with a RetryInfo delay (OpenAI: Retry-After)
+    "server_error",  # 500 or 503
+    "timeout",  # the answer comes after the injected delay, past a short client timeout
+    "malformed_json",  # 200 whose model text is cut-off JSON
+    "schema_invalid",  # 200 whose model text is JSON without the schema's fields
+    "connection_reset",  # the request is read, then the connection is reset (TCP RST)
+)
+MALFORMED_JSON = '{"answer": "cut off'
+SCHEMA_INVALID = '{"unexpected": true}'
 
 
 @dataclass
@@ -50,6 +72,7 @@ class Reply:
     grounding: dict[str, Any] | None = None  # Gemini groundingMetadata, as sent
     url_context: dict[str, Any] | None = None  # Gemini urlContextMetadata, as sent
     retry_after: str | None = None  # OpenAI-compatible 429: the Retry-After header
+    reset: bool = False  # read the request, then reset the connection instead of answering
 
     @classmethod
     def rate_limited(cls, retry_delay: str = "0.2s", per: str = "PerMinute") -> Reply:
@@ -76,6 +99,10 @@ class Reply:
         body = {"error": {"code": status, "message": "Internal error encountered.",
                           "status": "INTERNAL"}}
         return cls(status=status, error_body=body)
+
+    @classmethod
+    def connection_reset(cls) -> Reply:
+        return cls(reset=True)
 
 
 def grounding_metadata(sources: list[tuple[str, str]], supports: list[tuple[str, list[int]]],
@@ -106,6 +133,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    fault: str = ""  # the injected fault this request got (FAULTS), "" if none
 
 
 @dataclass
@@ -118,6 +146,13 @@ class FakeLLM:
     # Answers by content when nothing is queued (before `default`): e.g. a judge verdict that
     # depends on the check in the prompt. Returns None to fall through to `default`.
     responder: Callable[[Recorded], Reply | None] | None = None
+    # Injected faults: mode -> share of the requests (see inject), and how many were sent.
+    faults: dict[str, float] = field(default_factory=dict)
+    injected: Counter[str] = field(default_factory=Counter)
+    fault_seed: int = 0
+    fault_delay: float = 1.0  # how late a "timeout" fault answers
+    retry_delay: str = "0.05s"  # the retry delay a "rate_limited" fault asks for
+    _seen: Counter[str] = field(default_factory=Counter)
     _script: deque[Reply] = field(default_factory=deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -131,15 +166,64 @@ class FakeLLM:
             self.requests.clear()
             self.default = Reply()
             self.responder = None
+            self.faults.clear()
+            self.injected.clear()
+            self._seen.clear()
+
+    def inject(self, mode: str, rate: float = 0.2, *, seed: int = 0, delay: float = 1.0,
+               retry_delay: str = "0.05s") -> None:
+        """Fail about `rate` of the unscripted requests in `mode` (one of FAULTS), on top of the
+        faults injected before (their rates add up, in the order injected). `delay` is how late a
+        timeout's answer comes; `retry_delay` what a 429 asks the client to wait."""
+        if mode not in FAULTS:
+            raise ValueError(f"unknown fault {mode!r}: expected one of {FAULTS}")
+        if not 0 <= rate <= 1 or sum(self.faults.values()) - self.faults.get(mode, 0) + rate > 1:
+            raise ValueError("fault rates must add up to at most 1")
+        with self._lock:
+            self.faults[mode] = rate
+            self.fault_seed, self.fault_delay, self.retry_delay = seed, delay, retry_delay
 
     def _next(self, recorded: Recorded) -> Reply:
         with self._lock:
             self.requests.append(recorded)
             if self._script:
                 return self._script.popleft()
+            fault = self._draw(recorded) if self.faults else ""
+            if fault:
+                recorded.fault = fault
+                self.injected[fault] += 1
+                return self._fault_reply(fault)
             responder = self.responder
         answer = responder(recorded) if responder is not None else None
         return answer if answer is not None else self.default
+
+    def _draw(self, recorded: Recorded) -> str:
+        """The fault for this request, or "": a uniform draw from the hash of the seed, the body
+        and the body's occurrence count, against the modes' cumulative rates."""
+        body = json.dumps(recorded.body, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(f"{recorded.path}\n{body}".encode()).hexdigest()
+        self._seen[digest] += 1
+        blob = f"{self.fault_seed}\n{digest}\n{self._seen[digest]}".encode()
+        draw = int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") / 2**64
+        bound = 0.0
+        for mode, rate in self.faults.items():
+            bound += rate
+            if draw < bound:
+                return mode
+        return ""
+
+    def _fault_reply(self, fault: str) -> Reply:
+        if fault == "rate_limited":
+            return Reply.rate_limited(retry_delay=self.retry_delay)
+        if fault == "server_error":
+            return Reply.server_error(503 if self.injected[fault] % 2 else 500)
+        if fault == "connection_reset":
+            return Reply.connection_reset()
+        text = {"timeout": self.default.text, "malformed_json": MALFORMED_JSON,
+                "schema_invalid": SCHEMA_INVALID}[fault]
+        return Reply(text=text, delay=self.fault_delay if fault == "timeout" else 0.0,
+                     prompt_tokens=self.default.prompt_tokens,
+                     output_tokens=self.default.output_tokens)
 
 
 def _gemini_body(reply: Reply) -> dict[str, Any]:
@@ -186,6 +270,9 @@ def _openai_body(reply: Reply, model: str) -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the real servers do
+    # The headers and the body go out in two writes: with Nagle's algorithm the body waits for
+    # the client's delayed ACK of the headers (40 ms on Linux), which real servers do not add.
+    disable_nagle_algorithm = True
     fake: FakeLLM  # set on the subclass made per server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base's name)
@@ -215,7 +302,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         reply = self.fake._next(Recorded("gemini", path, headers, body))
         time.sleep(reply.delay)
-        if reply.status != 200:
+        if reply.reset:
+            self._reset()
+        elif reply.status != 200:
             self._send(reply.status, reply.error_body or {})
         else:
             self._send(200, _gemini_body(reply))
@@ -227,6 +316,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         reply = self.fake._next(Recorded("openai", path, headers, body))
         time.sleep(reply.delay)
+        if reply.reset:
+            self._reset()
+            return
         if reply.status == 200:
             self._send(200, _openai_body(reply, body.get("model", "")))
             return
@@ -241,6 +333,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(reply.status, {"error": {"message": error.get("message", "error"),
                                             "type": error.get("status", "server_error"),
                                             "code": code}}, extra)
+
+    def _reset(self) -> None:
+        """Drop the connection with a TCP reset (SO_LINGER 0), as a crashing proxy would."""
+        self.close_connection = True
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        # Close the descriptor itself now: the request's file wrappers would keep the socket
+        # open, and the server's own shutdown would then send a FIN first.
+        os.close(self.connection.detach())
 
     def _send(self, status: int, payload: dict[str, Any],
               extra_headers: dict[str, str] | None = None) -> None:
@@ -259,7 +359,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 def start_fake_llm() -> tuple[FakeLLM, ThreadingHTTPServer]:
     handler = type("FakeHandler", (_Handler,), {})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    # The default listen backlog (5) drops connections when a chunk opens many at once.
+    server_class = type("FakeServer", (ThreadingHTTPServer,),
+                        {"request_queue_size": max(ThreadingHTTPServer.request_queue_size, 128)})
+    server = server_class(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     fake = FakeLLM(base_url=f"http://127.0.0.1:{server.server_address[1]}")
     handler.fake = fake
