@@ -305,6 +305,8 @@ LLM_JOB_MAX_ATTEMPTS = envint("LLM_JOB_MAX_ATTEMPTS", 3)
 LLM_JOB_PARALLEL_CHUNKS = envint("LLM_JOB_PARALLEL_CHUNKS", 4)
 # A job parked by a daily quota resumes after the provider's retry delay, or after this.
 LLM_JOB_QUOTA_PAUSE_SECONDS = envint("LLM_JOB_QUOTA_PAUSE_SECONDS", 3600)
+# How often a job waiting on a Gemini batch polls it (a batch takes minutes to a day).
+LLM_BATCH_POLL_SECONDS = envint("LLM_BATCH_POLL_SECONDS", 60)
 
 # Which configured model (an LLMModel.name) does which stage of question construction; empty
 # until an admin configures one, and the launch refuses until then (annotation/llm_jobs.py).

@@ -32,8 +32,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from annotation.models import FinalQuestion
 from llm.gateway import CallResult, Gateway, ImagePart, PromptPart, run_bounded
-from llm.jobs import ItemFailed, ItemResult, JobError, current_item, job_launch, register_kind
-from llm.models import Job, LLMModel
+from llm.jobs import (
+    ItemFailed,
+    ItemResult,
+    JobError,
+    current_item,
+    job_launch,
+    register_kind,
+)
+from llm.models import Job, LLMModel, Provider
 from llm.prompts import Prompt, load_prompt
 from rubrics.models import RubricCheck, RubricVersion
 
@@ -42,6 +49,7 @@ from .services import Given, verdict_key, verdicts_find, verdicts_record
 
 COLLECT = "judging.collect"
 JUDGE = "judging.judge"
+JUDGE_BATCH = "judging.judge_batch"
 ANSWER_PROMPT = {Setting.MULTIMODAL: "answer_multimodal", Setting.TEXT_ONLY: "answer_text_only"}
 JUDGE_PROMPT = "judge_check"
 # The judge template's markers: where the photo goes (multimodal responses only), and where
@@ -383,8 +391,11 @@ def judge_scope(*, judge: Judge, model_ids: Sequence[int] | None = None,
 
 def judge_launch(*, user: Any, judge: Judge, model_ids: Sequence[int] | None = None,
                  settings: Sequence[str] | None = None,
-                 question_ids: Sequence[int] | None = None, fresh: bool = False) -> Job:
-    """Judge the responses in scope on each question's final rubric version."""
+                 question_ids: Sequence[int] | None = None, fresh: bool = False,
+                 batch: bool = False, batch_responses: int = 50) -> Job:
+    """Judge the responses in scope on each question's final rubric version: one item per
+    response, or with `batch` (Gemini judges only) one item per group of `batch_responses`
+    responses, judged through the Batch API at half the price."""
     model = _usable(judge.llm_model, f"The judge {judge.name}")
     template = judge_template()
     scope = judge_scope(judge=judge, model_ids=model_ids, settings=settings,
@@ -392,6 +403,17 @@ def judge_launch(*, user: Any, judge: Judge, model_ids: Sequence[int] | None = N
     if not scope.items:
         raise JobError("Every response in scope has a verdict from this judge on every check "
                        "of its question's final rubric.")
-    return job_launch(kind=JUDGE, items=scope.items, user=user, params={
-        "judge_id": judge.pk, "judge": judge.name, "model": model.name,
-        "prompt_version": template.prompt.version, "fresh": fresh})
+    params = {"judge_id": judge.pk, "judge": judge.name, "model": model.name,
+              "prompt_version": template.prompt.version, "fresh": fresh}
+    if not batch:
+        return job_launch(kind=JUDGE, items=scope.items, user=user, params=params)
+    if model.provider != Provider.GEMINI:
+        raise JobError(f"The Batch API is Gemini's; the judge {judge.name} calls "
+                       f"{model.name} ({model.provider}).")
+    if batch_responses < 1:
+        raise JobError("A batch needs at least one response.")
+    pairs = [[p["response_id"], p["version_id"]] for _, p in scope.items]
+    groups = [pairs[i:i + batch_responses] for i in range(0, len(pairs), batch_responses)]
+    return job_launch(kind=JUDGE_BATCH, user=user, params={**params, "batch": True},
+                      items=[(f"batch-{n:04d}", {"responses": group})
+                             for n, group in enumerate(groups, 1)])

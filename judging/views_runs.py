@@ -22,14 +22,16 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation import access
 from annotation.models import FinalQuestion
+from llm.batch import BATCH_PRICE_FACTOR
 from llm.jobs import JobError
 from llm.launchers import parse_ids
-from llm.models import Job, LLMModel
+from llm.models import Job, LLMModel, Provider
 
 from . import llm_jobs
 from .models import EvaluatedModel, Judge, Setting
 
 RECENT_JOBS = 20
+BATCH_RESPONSES = 50  # responses per Batch API item (about 1,750 requests at 35 checks)
 # Typical tokens of one call, (input, output): an estimate for the page, not a measurement.
 # An answer: the prompt (and a photo, about 260 tokens) in, a multi-paragraph answer out.
 # A verdict: the question, photo and an answer of about 1,500 tokens in, a short JSON out.
@@ -81,6 +83,18 @@ class JudgeForm(_Scoped):
     settings = forms.MultipleChoiceField(
         choices=Setting.choices, required=False, widget=forms.CheckboxSelectMultiple,
         label="Settings (none ticked: both)")
+    batch = forms.BooleanField(
+        required=False, label="Through Gemini's Batch API (half the price; results within a "
+                              "day, polled every LLM_BATCH_POLL_SECONDS)")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        judge = data.get("judge")
+        if data.get("batch") and judge is not None and judge.llm_model is not None \
+                and judge.llm_model.provider != Provider.GEMINI:
+            raise forms.ValidationError(f"The Batch API is Gemini's; {judge.name} calls "
+                                        f"{judge.llm_model.name} ({judge.llm_model.provider}).")
+        return data
 
 
 FORMS: dict[str, type[_Scoped]] = {"collect": CollectForm, "judge": JudgeForm}
@@ -127,15 +141,22 @@ def _estimate(what: str, data: dict[str, Any]) -> Estimate:
                            "check of its question's final rubric.")
         per_in, per_out = TYPICAL[(llm_jobs.JUDGE, "")]
         items, calls = len(scope.items), scope.checks_to_judge
+        if data.get("batch"):
+            items = -(-items // BATCH_RESPONSES)  # one item per batch of responses
         note = (f"{scope.responses} response(s) in scope; {len(scope.items)} still lack verdicts "
                 f"on {calls} check(s): one call each at most (an unchanged check judged before "
                 "is copied without a call). Calls of one response share their prefix, so the "
                 "provider's prompt caching can lower the cost.")
+        if data.get("batch"):
+            note += (f" Through the Batch API: {BATCH_RESPONSES} responses a batch, at half "
+                     "the price (the cost below is halved).")
         if scope.without_rubric:
             note += (f" {scope.without_rubric} response(s) are left out: their question has no "
                      "frozen rubric version yet.")
-    return Estimate(items, calls, calls * per_in, calls * per_out,
-                    _cost(model, calls * per_in, calls * per_out), model.name, note)
+    cost = _cost(model, calls * per_in, calls * per_out)
+    if data.get("batch"):
+        cost *= BATCH_PRICE_FACTOR
+    return Estimate(items, calls, calls * per_in, calls * per_out, cost, model.name, note)
 
 
 def _ids(models: Any) -> list[int] | None:
@@ -206,7 +227,8 @@ def runs_launch(request: HttpRequest) -> HttpResponse:
             job = llm_jobs.judge_launch(user=request.user, judge=data["judge"],
                                         model_ids=_ids(data["models"]),
                                         settings=data["settings"] or None,
-                                        question_ids=data["ids"], fresh=data["fresh"])
+                                        question_ids=data["ids"], fresh=data["fresh"],
+                                        batch=data["batch"], batch_responses=BATCH_RESPONSES)
     except JobError as exc:
         messages.error(request, str(exc))
         return redirect("judging_runs")

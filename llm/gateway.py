@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import hashlib
 import json
 import logging
@@ -250,12 +251,27 @@ def request_hash(config: ModelConfig, *, system: str, prompt: Sequence[PromptPar
         "params": config.parameters,
         "system": system,
         "contents": contents,
-        "schema": schema.model_json_schema() if schema is not None else None,
+        "schema": _json_schema(schema) if schema is not None else None,
     }
     if tools:  # only here, so that the hashes of structured calls (the cache keys) stay put
         canonical["tools"] = list(tools)
     blob = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@functools.cache
+def _json_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    """A response model's JSON Schema, built once per class (pydantic builds it anew on every
+    call, and each request needs it twice). Shared: readers must not change it."""
+    return schema.model_json_schema()
+
+
+def _ledger_row(config: ModelConfig, digest: str, *, stage: str, template_name: str,
+                template_version: str, job_id: int | None) -> dict[str, Any]:
+    """The fields every ledger row of one logical call shares."""
+    return {"job_id": job_id, "stage": stage, "provider": config.provider,
+            "model": config.model, "template_name": template_name,
+            "template_version": template_version, "request_hash": digest}
 
 
 def _estimated_tokens(prompt: Sequence[PromptPart], system: str) -> int:
@@ -358,7 +374,7 @@ class _Gemini:
             ]}
         elif request.schema is not None:
             output = {"response_mime_type": "application/json",
-                      "response_json_schema": request.schema.model_json_schema()}
+                      "response_json_schema": _json_schema(request.schema)}
         else:
             output = {}  # free text (call_text)
         return genai_types.GenerateContentConfig(
@@ -461,7 +477,7 @@ class _OpenAI:
                 "type": "json_schema",
                 "json_schema": {
                     "name": request.schema.__name__,
-                    "schema": _strict(request.schema.model_json_schema()),
+                    "schema": _strict(_json_schema(request.schema)),
                     "strict": True,
                 },
             }
@@ -621,11 +637,8 @@ class Gateway:
                             hit.pk, errors)
 
         result = CallResult(outcome=Outcome.ERROR, request_hash=digest)
-        row: dict[str, Any] = {
-            "job_id": job_id, "stage": stage, "provider": config.provider, "model": config.model,
-            "template_name": template_name, "template_version": template_version,
-            "request_hash": digest,
-        }
+        row = _ledger_row(config, digest, stage=stage, template_name=template_name,
+                          template_version=template_version, job_id=job_id)
         reply = await self._send(config, request, result, row, is_repair=False)
         if reply is None:
             return result
@@ -686,11 +699,8 @@ class Gateway:
                     log.warning("cached grounded answer %s is unreadable: calling again", hit.pk)
 
         result = CallResult(outcome=Outcome.ERROR, request_hash=digest)
-        row: dict[str, Any] = {
-            "job_id": job_id, "stage": stage, "provider": config.provider, "model": config.model,
-            "template_name": template_name, "template_version": template_version,
-            "request_hash": digest,
-        }
+        row = _ledger_row(config, digest, stage=stage, template_name=template_name,
+                          template_version=template_version, job_id=job_id)
         reply = await self._send(config, request, result, row, is_repair=False)
         if reply is None:
             return GroundedResult("", [], [], [], result)
@@ -730,11 +740,8 @@ class Gateway:
                 return CallResult(outcome=Outcome.OK, raw_text=hit.raw_output, cached=True,
                                   request_hash=digest, model_version=hit.model_version)
         result = CallResult(outcome=Outcome.ERROR, request_hash=digest)
-        row: dict[str, Any] = {
-            "job_id": job_id, "stage": stage, "provider": config.provider, "model": config.model,
-            "template_name": template_name, "template_version": template_version,
-            "request_hash": digest,
-        }
+        row = _ledger_row(config, digest, stage=stage, template_name=template_name,
+                          template_version=template_version, job_id=job_id)
         reply = await self._send(config, request, result, row, is_repair=False)
         if reply is None:
             return result

@@ -78,6 +78,19 @@ class ItemFailed(Exception):  # noqa: N818 (what the item becomes)
         self.usage = _usage(calls)
 
 
+class ItemDeferred(Exception):  # noqa: N818 (what the item becomes)
+    """Raised by a handler whose work waits on something outside (a provider's batch): the
+    item goes back to pending, not claimable for `seconds`, without using up an attempt, and
+    keeps `state`, which the handler reads back as `current_item.get().state` next time."""
+
+    def __init__(self, seconds: float, state: dict[str, Any] | None = None,
+                 *calls: CallResult) -> None:
+        super().__init__(f"deferred for {seconds:g} s")
+        self.seconds = seconds
+        self.state = state or {}
+        self.usage = _usage(calls)  # what this run spent: counted now, the item still open
+
+
 def _usage(calls: Sequence[CallResult]) -> dict[str, Any]:
     return {"tokens_in": sum(c.tokens_in for c in calls),
             "tokens_out": sum(c.tokens_out for c in calls),
@@ -92,6 +105,7 @@ class JobContext:
     job_id: int
     key: str
     params: dict[str, Any]
+    state: dict[str, Any] | None = None  # what the item's last ItemDeferred kept
 
 
 current_item: ContextVar[JobContext] = ContextVar("current_item")
@@ -199,6 +213,7 @@ def job_retry_failed(*, job_id: int, now: datetime | None = None) -> int:
     spec = get_kind(job.kind)
     retried = JobItem.objects.filter(job=job, status=ItemStatus.FAILED).update(
         status=ItemStatus.PENDING, attempts=0, lease_until=None, lease_token="",
+        result=None, not_before=None,  # a fresh start: a deferred handler's state is gone
         finished_at=None)
     if retried == 0 and job.status != JobStatus.WAITING_FOR_QUOTA:
         return 0
@@ -218,6 +233,10 @@ def job_progress(job: Job, *, failures: int = 20) -> dict[str, Any]:
     cancelled = job.items_total - finished - job.items_remaining
     running = (JobItem.objects.filter(job=job, status=ItemStatus.RUNNING).count()
                if job.items_remaining else 0)
+    # Deferred items: pending, waiting for their time (a provider's batch being polled).
+    waiting = (JobItem.objects.filter(job=job, status=ItemStatus.PENDING,
+                                      not_before__gt=timezone.now()).count()
+               if job.items_remaining else 0)
     return {
         "id": job.pk,
         "kind": job.kind,
@@ -228,6 +247,7 @@ def job_progress(job: Job, *, failures: int = 20) -> dict[str, Any]:
         "cancelled": cancelled,
         "remaining": job.items_remaining,
         "running": running,
+        "waiting": waiting,
         "percent": _percent(job.items_total - job.items_remaining, job.items_total),
         "tokens_in": job.tokens_in,
         "tokens_out": job.tokens_out,
@@ -259,7 +279,12 @@ class Claim:
 
 
 def _claimable(now: datetime) -> Q:
-    return Q(status=ItemStatus.PENDING) | Q(status=ItemStatus.RUNNING, lease_until__lt=now)
+    return _ready(now) | Q(status=ItemStatus.RUNNING, lease_until__lt=now)
+
+
+def _ready(now: datetime) -> Q:
+    """Pending items that may start now (a deferred one once its time has come)."""
+    return Q(status=ItemStatus.PENDING) & (Q(not_before__isnull=True) | Q(not_before__lte=now))
 
 
 def _finish_if_over(job_id: int, now: datetime) -> None:
@@ -316,7 +341,7 @@ def item_claim_chunk(*, job_id: int, now: datetime | None = None) -> Claim | Non
     return Claim(job, token, items) if items else None
 
 
-ItemOutcome = ItemResult | ItemFailed | Exception
+ItemOutcome = ItemResult | ItemFailed | ItemDeferred | Exception
 
 
 def _outcome_fields(outcome: ItemOutcome) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -350,17 +375,32 @@ def items_record(*, job_id: int, token: str, outcomes: Sequence[tuple[int, ItemO
     now = now or timezone.now()
     totals: dict[str, Any] = {"items_done": 0, "items_failed": 0, "tokens_in": 0,
                               "tokens_out": 0, "cost": Decimal("0")}
+    spent_only = False
     for item_id, outcome in outcomes:
-        fields, usage = _outcome_fields(outcome)
-        changed = JobItem.objects.filter(pk=item_id, status=ItemStatus.RUNNING,
-                                         lease_token=token).update(
-            **fields, **usage, lease_until=None, finished_at=now)
+        running = JobItem.objects.filter(pk=item_id, status=ItemStatus.RUNNING,
+                                         lease_token=token)
+        if isinstance(outcome, ItemDeferred):
+            # Back to pending until its time, the attempt given back: waiting is no failure.
+            usage = outcome.usage
+            changed = running.update(
+                status=ItemStatus.PENDING, lease_until=None, lease_token="",
+                attempts=F("attempts") - 1, result=outcome.state,
+                not_before=now + timedelta(seconds=outcome.seconds),
+                **{key: F(key) + spent for key, spent in usage.items()})
+            spent_only = spent_only or bool(changed)
+        else:
+            fields, usage = _outcome_fields(outcome)
+            changed = running.update(
+                **fields, lease_until=None, finished_at=now,
+                **{key: F(key) + spent for key, spent in usage.items()})
+            if changed:
+                counter = "items_done" if fields["status"] == ItemStatus.DONE else "items_failed"
+                totals[counter] += 1
         if changed:
-            totals["items_done" if fields["status"] == ItemStatus.DONE else "items_failed"] += 1
             for key, spent in usage.items():
                 totals[key] += spent
     recorded = totals["items_done"] + totals["items_failed"]
-    if recorded:
+    if recorded or spent_only:
         Job.objects.filter(pk=job_id).update(
             **{key: F(key) + value for key, value in totals.items()},
             items_remaining=F("items_remaining") - recorded)
@@ -432,7 +472,7 @@ def jobs_sweep(*, now: datetime | None = None) -> dict[str, int]:
         ).update(status=JobStatus.QUEUED, resume_at=None)
     items = JobItem.objects.filter(job=OuterRef("pk"))
     stalled = Job.objects.filter(
-        Exists(items.filter(status=ItemStatus.PENDING)), status__in=ACTIVE,
+        Exists(items.filter(_ready(now))), status__in=ACTIVE,
     ).exclude(Exists(items.filter(status=ItemStatus.RUNNING, lease_until__gte=now)))
     for job in stalled:
         spec = _registry.get(job.kind)
@@ -482,7 +522,7 @@ def job_run_chunk(*, job_id: int, gateway_factory: Callable[[], Gateway]) -> int
         log.warning("job %s waits for quota: %s", job_id, exc)
         job_park_for_quota(claim=claim, error=exc)
         return len(claim.items)
-    if JobItem.objects.filter(job_id=job_id, status=ItemStatus.PENDING).exists() and \
+    if JobItem.objects.filter(_ready(timezone.now()), job_id=job_id).exists() and \
             Job.objects.filter(pk=job_id, status__in=ACTIVE).exists():
         _enqueue(job_id)
     return len(claim.items)
@@ -549,7 +589,9 @@ async def _run_claim(spec: JobKind, claim: Claim,
         async with gateway_factory() as gateway:
 
             async def one(item: JobItem) -> None:
-                current_item.set(JobContext(claim.job.pk, item.key, claim.job.params))
+                # An open item's result is what its last deferral kept (None otherwise).
+                current_item.set(JobContext(claim.job.pk, item.key, claim.job.params,
+                                            item.result))
                 ledger_item.set(item.key)  # the item's ledger rows say whose calls they were
                 try:
                     returned = await spec.handler(gateway, item.payload)
@@ -557,6 +599,8 @@ async def _run_claim(spec: JobKind, claim: Claim,
                         returned if isinstance(returned, ItemResult) else ItemResult(returned))
                 except QuotaExhausted:
                     raise  # parks the whole job: see job_park_for_quota
+                except ItemDeferred as deferred:
+                    outcome = deferred
                 except Exception as exc:  # the item's own failure, recorded with its reason
                     log.info("job %s item %s failed: %s", claim.job.pk, item.key, _reason(exc))
                     outcome = exc

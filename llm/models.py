@@ -162,7 +162,10 @@ class JobItem(models.Model):
     lease_token = models.CharField(max_length=32, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     last_error = models.TextField(blank=True)
+    # The handler's result once done; while a deferred item waits (ItemDeferred), its state.
     result = models.JSONField(null=True, blank=True)
+    # A deferred item is not claimed before this time (None: claimable at once).
+    not_before = models.DateTimeField(null=True, blank=True)
     raw_output = models.TextField(blank=True)  # what the model said, kept when an item fails
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)

@@ -34,6 +34,9 @@ from typing import Any
 
 import pytest
 
+from tests import fake_batch
+from tests.fake_batch import BatchStore
+
 GEMINI_KEY = "fake-gemini-key"
 OPENAI_KEY = "fake-openai-key"
 GEMINI_MODEL_VERSION = "gemini-fake-001"
@@ -152,6 +155,8 @@ class FakeLLM:
     fault_seed: int = 0
     fault_delay: float = 1.0  # how late a "timeout" fault answers
     retry_delay: str = "0.05s"  # the retry delay a "rate_limited" fault asks for
+    # Gemini's Batch API (tests/fake_batch.py): its inner requests are answered like calls.
+    batches: BatchStore = field(default_factory=BatchStore)
     _seen: Counter[str] = field(default_factory=Counter)
     _script: deque[Reply] = field(default_factory=deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -169,6 +174,7 @@ class FakeLLM:
             self.faults.clear()
             self.injected.clear()
             self._seen.clear()
+            self.batches = BatchStore()
 
     def inject(self, mode: str, rate: float = 0.2, *, seed: int = 0, delay: float = 1.0,
                retry_delay: str = "0.05s") -> None:
@@ -290,15 +296,44 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         if _GEMINI_PATH.match(path):
             self._gemini(path, headers, body)
+        elif batch := fake_batch.CREATE_PATH.match(path):
+            if self._gemini_key(headers):
+                self._send(*self.fake.batches.create(batch.group(2), body))
+        elif batch := fake_batch.CANCEL_PATH.match(path):
+            if self._gemini_key(headers):
+                self._send(*self.fake.batches.cancel(batch.group(2)))
         elif path in _OPENAI_PATHS:
             self._openai(path, headers, body)
         else:
             self._send(404, {"error": {"code": 404, "message": f"no route {path}"}})
 
+    def do_GET(self) -> None:  # noqa: N802 (the base class's name)
+        headers = {key.lower(): value for key, value in self.headers.items()}
+        path = self.path.split("?", 1)[0]
+        batch = fake_batch.GET_PATH.match(path)
+        if batch is None:
+            self._send(404, {"error": {"code": 404, "message": f"no route {path}"}})
+        elif self._gemini_key(headers):
+            self._send(*self.fake.batches.get(batch.group(2), self._batch_answer))
+
+    def _batch_answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One inner request of a batch, answered like a call: `{response}` or `{error}`."""
+        reply = self.fake._next(Recorded("gemini-batch", self.path, {}, request))
+        if reply.status != 200 or reply.reset:
+            error = (reply.error_body or {}).get("error") or {}
+            return {"error": {"code": reply.status if not reply.reset else 500,
+                              "message": error.get("message", "request failed")}}
+        return {"response": _gemini_body(reply)}
+
+    def _gemini_key(self, headers: dict[str, str]) -> bool:
+        if headers.get("x-goog-api-key") == GEMINI_KEY:
+            return True
+        self._send(403, {"error": {"code": 403, "message": "API key not valid.",
+                                   "status": "PERMISSION_DENIED"}})
+        return False
+
     def _gemini(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> None:
-        if headers.get("x-goog-api-key") != GEMINI_KEY:
-            self._send(403, {"error": {"code": 403, "message": "API key not valid.",
-                                       "status": "PERMISSION_DENIED"}})
+        if not self._gemini_key(headers):
             return
         reply = self.fake._next(Recorded("gemini", path, headers, body))
         time.sleep(reply.delay)

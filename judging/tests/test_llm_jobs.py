@@ -69,7 +69,7 @@ def llm_model(name: str, provider: str = "gemini") -> LLMModel:
 
 
 def prompt_parts(recorded: Recorded) -> list[dict]:
-    if recorded.protocol == "gemini":
+    if recorded.protocol.startswith("gemini"):  # a call, or a request inside a batch
         return recorded.body["contents"][0]["parts"]
     return recorded.body["messages"][-1]["content"]
 

@@ -102,3 +102,24 @@ def test_launch_needs_the_csrf_token(root, setup):
                          {"what": "collect", "collect-model": evaluated.pk,
                           "collect-setting": "multimodal"})
     assert answer.status_code == 403 and not Job.objects.exists()
+
+
+def test_batch_judging_from_the_page(client, root, setup):
+    evaluated, judge, questions = setup
+    for question in questions:
+        Response.objects.create(model=evaluated, question=question, setting="text_only",
+                                text="An answer.")
+    client.force_login(root)
+    data = {"what": "judge", "judge-judge": judge.pk, "judge-batch": "on"}
+    body = _post(client, "judging_runs_estimate", data).content.decode()
+    assert '<td data-field="items">1</td>' in body  # three responses in one batch
+    assert '<td data-field="calls">9</td>' in body and "half the price" in body
+    # 9 calls x (2,200 in, 80 out) at 1 and 10 per million, halved.
+    assert '<td data-field="cost">0.0135</td>' in body
+    _post(client, "judging_runs_launch", data)
+    job = Job.objects.get()
+    assert job.kind == "judging.judge_batch" and job.params["batch"] is True
+    judge.llm_model = LLMModel.objects.create(name="qwen", provider="openai", model="qwen")
+    judge.save()
+    body = _post(client, "judging_runs_estimate", data).content.decode()
+    assert "The Batch API is Gemini&#x27;s" in body

@@ -17,6 +17,7 @@ from llm.gateway import (
     ImagePart,
     ModelConfig,
     QuotaExhausted,
+    _json_schema,
     call_structured,
     request_hash,
 )
@@ -74,6 +75,8 @@ def test_gemini_structured_output_with_the_image_inline(harness):
     assert config["responseMimeType"] == "application/json"
     assert config["responseJsonSchema"] == Candidates.model_json_schema()
     assert config["temperature"] == 0.2
+    # The schema is built once per class and shared: sending it must not have changed it.
+    assert _json_schema(Candidates) == Candidates.model_json_schema()
 
     row = LedgerEntry.objects.get()
     assert (row.outcome, row.provider, row.model, row.model_version) == (
