@@ -9,7 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from llm.gateway import Gateway, QuotaExhausted
-from llm.jobs import ItemFailed, ItemResult, current_item, register_kind
+from llm.jobs import ItemDeferred, ItemFailed, ItemResult, current_item, register_kind
 
 
 async def echo(gateway: Gateway, payload: dict[str, Any]) -> ItemResult:
@@ -51,3 +51,16 @@ async def quota(gateway: Gateway, payload: dict[str, Any]) -> dict[str, Any]:
 register_kind("test.echo", echo, chunk_size=5, concurrency=4)
 register_kind("test.flaky", flaky, chunk_size=7, concurrency=3)
 register_kind("test.quota", quota, chunk_size=4, concurrency=1)
+
+
+async def waits(gateway: Gateway, payload: dict[str, Any]) -> ItemResult:
+    """Defers itself `polls` times (as a handler waiting on a provider's batch would), counting
+    its polls in its state, each poll spending 1 token in; then succeeds."""
+    state = current_item.get().state or {}
+    polls = int(state.get("polls", 0))
+    if polls < payload["polls"]:
+        raise ItemDeferred(payload.get("seconds", 60), {"polls": polls + 1})
+    return ItemResult({"polls": polls}, tokens_in=1)
+
+
+register_kind("test.waits", waits, chunk_size=10, concurrency=10)

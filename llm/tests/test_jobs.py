@@ -425,3 +425,28 @@ def test_a_worker_killed_mid_job_loses_and_duplicates_nothing(celery_app, redis_
     # Items the killed worker held were claimed a second time; whether it held one at the very
     # moment of the kill depends on timing (on PostgreSQL it is often between two chunks).
     assert max(JobItem.objects.filter(job=job).values_list("attempts", flat=True)) <= 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_deferred_item_waits_keeps_its_state_and_its_attempts(sent):
+    job = launch("test.waits", 2, polls=2, seconds=60)
+    drain(job)  # both defer: pending, not claimable for 60 s
+    items = list(JobItem.objects.filter(job=job))
+    assert {(i.status, i.attempts, i.result["polls"]) for i in items} == {
+        (ItemStatus.PENDING, 0, 1)}
+    assert job.items_remaining == 2 and job.status == JobStatus.RUNNING
+    assert jobs.job_progress(job)["waiting"] == 2
+    assert jobs.item_claim_chunk(job_id=job.pk) is None
+    sent.clear()
+    assert jobs.jobs_sweep()["enqueued"] == 0  # nothing is ready: no chunk task
+    later = timezone.now() + timedelta(seconds=61)
+    assert jobs.jobs_sweep(now=later)["enqueued"] == 1  # its time has come
+    assert sent == [job.pk]
+    for _ in range(2):  # the second poll defers again, the third finishes
+        JobItem.objects.filter(job=job).update(not_before=timezone.now() - timedelta(seconds=1))
+        drain(job)
+    assert job.status == JobStatus.DONE and job.items_done == 2
+    assert list(JobItem.objects.filter(job=job).values_list("result", "attempts")) == [
+        ({"polls": 2}, 1)] * 2  # three runs each, one attempt used
+    assert job.tokens_in == 2
+    assert_counters_match_rows(job)
