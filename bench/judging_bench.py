@@ -33,6 +33,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from bench.llm_throughput import _Discard as Discard  # noqa: E402 (after the path)
+from bench.llm_throughput import cpu  # noqa: E402
+
 TIERS = ["answer_critical"] * 10 + ["valuable"] * 15 + ["context"] * 10
 EDIT_STAGES = ["human_1", "llm_refined_2", "human_2"]  # one new version per edit round
 
@@ -52,20 +56,10 @@ def serve_fake(delay: float) -> None:
         return Reply(text=json.dumps({"verdict": verdict, "rationale": "bench"}), delay=delay)
 
     fake.responder = respond
-    fake.requests = _Discard()
+    fake.requests = Discard()
     print(fake.base_url, flush=True)
     sys.stdin.read()
     server.shutdown()
-
-
-class _Discard(list):
-    def append(self, _item: Any) -> None:
-        pass
-
-
-def cpu() -> float:
-    t = os.times()
-    return t.user + t.system
 
 
 def make_data(questions: int, models: int, seed: int) -> None:

@@ -14,10 +14,8 @@ from judging.leaderboard import leaderboard
 from judging.models import EvaluatedModel, Judge, Response, Verdict
 from judging.tests.conftest import make_question
 from llm import jobs
-from llm.gateway import Gateway
 from llm.jobs import JobError
 from llm.models import ItemStatus, JobItem, LedgerEntry, LLMModel
-from llm.ratelimit import MemoryTokenBucket
 from llm.tasks import run_job_chunk
 from llm.tests.conftest import Harness
 from tests.fake_llm import FakeLLM, Recorded, Reply, fake_llm  # noqa: F401 (fixture)
@@ -44,12 +42,9 @@ def world(fake_llm: FakeLLM, monkeypatch):  # noqa: F811 (the imported fixture)
 
 def run_ready(harness: Harness, job) -> int:
     """Run the chunks that can run now (deferred items wait): the items claimed."""
-    def factory() -> Gateway:
-        return Gateway(limiter=MemoryTokenBucket(), conf=harness.conf)
-
     claimed = 0
     for _ in range(50):
-        n = jobs.job_run_chunk(job_id=job.pk, gateway_factory=factory)
+        n = jobs.job_run_chunk(job_id=job.pk, gateway_factory=harness.gateway)
         if not n:
             break
         claimed += n

@@ -15,10 +15,8 @@ from judging.leaderboard import leaderboard
 from judging.models import EvaluatedModel, Judge, Response, ResponseTierCount, Verdict
 from judging.tests.conftest import add_checks, make_question
 from llm import jobs
-from llm.gateway import Gateway
 from llm.jobs import JobError
 from llm.models import ItemStatus, JobItem, LLMModel
-from llm.ratelimit import MemoryTokenBucket
 from llm.tasks import run_job_chunk
 from llm.tests.conftest import Harness
 from rubrics.models import RubricVersion
@@ -46,12 +44,7 @@ def harness(fake_llm: FakeLLM, monkeypatch, settings, tmp_path):  # noqa: F811
 
 
 def drain(harness: Harness, job) -> None:
-    def factory() -> Gateway:
-        return Gateway(limiter=MemoryTokenBucket(), conf=harness.conf)
-
-    while jobs.job_run_chunk(job_id=job.pk, gateway_factory=factory):
-        pass
-    job.refresh_from_db()
+    harness.drain(job)
 
 
 def with_photo(question, settings) -> None:

@@ -75,6 +75,19 @@ class Harness:
 
         return run_async(go)
 
+    def gateway(self) -> Gateway:
+        """A fresh gateway on the fake with an in-memory limiter (a job chunk's factory)."""
+        return Gateway(limiter=MemoryTokenBucket(), conf=self.conf)
+
+    def drain(self, job: Any) -> None:
+        """Run the job's chunks in this process until nothing is left to claim now (deferred
+        items wait), through gateways on the fake; then refresh the job."""
+        from llm import jobs
+
+        while jobs.job_run_chunk(job_id=job.pk, gateway_factory=self.gateway):
+            pass
+        job.refresh_from_db()
+
     def call(self, model: ModelConfig, **kwargs: Any) -> CallResult:
         kwargs.setdefault("stage", "test")
         return self.run(lambda gateway: gateway.call_structured(model, **kwargs))

@@ -9,9 +9,7 @@ import pytest
 from django.utils import timezone
 
 from llm import jobs
-from llm.gateway import Gateway
 from llm.models import ItemStatus, JobItem, LLMModel
-from llm.ratelimit import MemoryTokenBucket
 from llm.tasks import run_job_chunk
 from llm.tests.conftest import Harness
 from rubrics import llm_jobs
@@ -36,12 +34,7 @@ def setup(fake_llm: FakeLLM, settings, monkeypatch):  # noqa: F811 (the imported
 
 
 def drain(harness: Harness, job) -> None:
-    def factory() -> Gateway:
-        return Gateway(limiter=MemoryTokenBucket(), conf=harness.conf)
-
-    while jobs.job_run_chunk(job_id=job.pk, gateway_factory=factory):
-        pass
-    job.refresh_from_db()
+    harness.drain(job)
 
 
 def fact(item_id: str, *snippets: str, text: str = "It is braised in red wine.") -> dict:
