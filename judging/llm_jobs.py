@@ -282,7 +282,7 @@ async def judge(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
 
 
 register_kind(COLLECT, collect, chunk_size=20, concurrency=16)
-register_kind(JUDGE, judge, chunk_size=10, concurrency=8)
+register_kind(JUDGE, judge, chunk_size=32, concurrency=8)
 
 
 # ---------------------------------------------------------------------------------------------
