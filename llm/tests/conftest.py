@@ -96,3 +96,29 @@ class Harness:
 @pytest.fixture
 def harness(fake_llm: FakeLLM) -> Harness:  # noqa: F811 (the imported fixture)
     return Harness(fake_llm)
+
+
+@pytest.fixture
+def sent(monkeypatch) -> list[int]:
+    """The chunk tasks the services send, caught after the commit (as delay_on_commit would
+    send them) instead of going to a broker: the test runs the chunks itself."""
+    from django.db import transaction
+
+    from llm.tasks import run_job_chunk
+
+    calls: list[int] = []
+    monkeypatch.setattr(run_job_chunk, "delay_on_commit",
+                        lambda job_id: transaction.on_commit(lambda: calls.append(job_id)))
+    return calls
+
+
+@pytest.fixture
+def model(settings) -> Any:
+    """The one LLM model every construction stage is configured to use (the console's tests)."""
+    from llm.models import LLMModel
+
+    settings.LLM_MODEL_GENERATION = settings.LLM_MODEL_GUARD = "gemini-test"
+    settings.LLM_MODEL_RUBRICS = "gemini-test"
+    return LLMModel.objects.create(
+        name="gemini-test", provider="gemini", model="gemini-2.5-flash",
+        price_input_per_million=Decimal("1.25"), price_output_per_million=Decimal("10"))

@@ -5,39 +5,19 @@ without a filter (the signature every app used before) keeps working without one
 from __future__ import annotations
 
 from collections.abc import Iterator
-from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.db import transaction
 from django.urls import reverse
 
 from annotation.llm_jobs import GENERATE, select_images
 from annotation.models import CandidateStatus, FinalQuestion
 from llm import jobs, launchers
 from llm.models import Job, LLMModel
-from llm.tasks import run_job_chunk
 from rubrics.llm_jobs import select_questions
 from rubrics.models import Rubric, RubricVersion, Stage
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def sent(monkeypatch) -> list[int]:
-    calls: list[int] = []
-    monkeypatch.setattr(run_job_chunk, "delay_on_commit",
-                        lambda job_id: transaction.on_commit(lambda: calls.append(job_id)))
-    return calls
-
-
-@pytest.fixture
-def model(settings) -> LLMModel:
-    settings.LLM_MODEL_GENERATION = settings.LLM_MODEL_GUARD = "gemini-test"
-    settings.LLM_MODEL_RUBRICS = "gemini-test"
-    return LLMModel.objects.create(
-        name="gemini-test", provider="gemini", model="gemini-2.5-flash",
-        price_input_per_million=Decimal("1.25"), price_output_per_million=Decimal("10"))
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sent")]
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.db import connections, transaction
+from django.db import connections
 from django.db.models import Sum
 from pydantic import BaseModel
 
@@ -26,7 +26,6 @@ from llm import jobs
 from llm.gateway import Gateway, ModelConfig, request_hash
 from llm.models import ItemStatus, Job, JobItem, JobStatus, LedgerEntry, Outcome
 from llm.ratelimit import MemoryTokenBucket
-from llm.tasks import run_job_chunk
 from tests.fake_llm import FAULTS, GEMINI_KEY, OPENAI_KEY, FakeLLM, Reply
 
 KIND = "test.faults"
@@ -47,6 +46,8 @@ ROW_OUTCOME = {"": Outcome.OK, "rate_limited": Outcome.RATE_LIMITED,
                "server_error": Outcome.SERVER_ERROR, "timeout": Outcome.TIMEOUT,
                "connection_reset": Outcome.SERVER_ERROR, "malformed_json": Outcome.INVALID_OUTPUT,
                "schema_invalid": Outcome.INVALID_OUTPUT}
+
+pytestmark = pytest.mark.usefixtures("sent")  # chunk tasks are caught, not sent
 
 
 class Answer(BaseModel):
@@ -74,15 +75,6 @@ def fault_kind() -> Iterator[None]:
     jobs.register_kind(KIND, ask, chunk_size=25, concurrency=8)
     yield
     jobs._registry.pop(KIND, None)
-
-
-@pytest.fixture(autouse=True)
-def sent(monkeypatch) -> list[int]:
-    """Chunk tasks are caught after the commit instead of going to a broker: drain() runs them."""
-    calls: list[int] = []
-    monkeypatch.setattr(run_job_chunk, "delay_on_commit",
-                        lambda job_id: transaction.on_commit(lambda: calls.append(job_id)))
-    return calls
 
 
 @pytest.fixture

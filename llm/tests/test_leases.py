@@ -11,16 +11,17 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connections, transaction
+from django.db import connections
 from django.utils import timezone
 
 from llm import jobs
 from llm.gateway import Gateway, GatewaySettings
 from llm.models import ItemStatus, Job, JobItem, JobStatus
 from llm.ratelimit import MemoryTokenBucket
-from llm.tasks import run_job_chunk
 
 KIND = "test.slow"
+
+pytestmark = pytest.mark.usefixtures("sent")  # chunk tasks are caught, not sent
 
 
 async def slow(gateway: Gateway, payload: dict[str, Any]) -> dict[str, Any]:
@@ -33,14 +34,6 @@ def slow_kind() -> Iterator[None]:
     jobs.register_kind(KIND, slow, chunk_size=5, concurrency=5)
     yield
     jobs._registry.pop(KIND, None)
-
-
-@pytest.fixture(autouse=True)
-def sent(monkeypatch) -> list[int]:
-    calls: list[int] = []
-    monkeypatch.setattr(run_job_chunk, "delay_on_commit",
-                        lambda job_id: transaction.on_commit(lambda: calls.append(job_id)))
-    return calls
 
 
 @pytest.fixture
