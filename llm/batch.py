@@ -37,6 +37,7 @@ from .gateway import (
     ModelConfig,
     PromptPart,
     QuotaExhausted,
+    _active,
     _Failure,
     _Gemini,
     _Request,
@@ -153,9 +154,7 @@ async def batch_submit(gateway: Gateway, model: LLMModel | ModelConfig,
                        job_id: int | None = None) -> str:
     """Submit `requests` as one inline batch; returns the batch's name ("batches/..."), which
     the caller keeps to poll it. The submission is a ledger row."""
-    config = ModelConfig.of(model)
-    if not config.active:
-        raise GatewayError(f"model {config.name!r} is switched off (LLMModel.active)")
+    config = _active(model)
     if not requests:
         raise GatewayError("a batch needs at least one request")
     gemini = _gemini(gateway, config)

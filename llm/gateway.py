@@ -266,6 +266,13 @@ def _json_schema(schema: type[BaseModel]) -> dict[str, Any]:
     return schema.model_json_schema()
 
 
+def _active(model: LLMModel | ModelConfig) -> ModelConfig:
+    config = ModelConfig.of(model)
+    if not config.active:
+        raise GatewayError(f"model {config.name!r} is switched off (LLMModel.active)")
+    return config
+
+
 def _ledger_row(config: ModelConfig, digest: str, *, stage: str, template_name: str,
                 template_version: str, job_id: int | None) -> dict[str, Any]:
     """The fields every ledger row of one logical call shares."""
@@ -620,9 +627,7 @@ class Gateway:
 
         Raises QuotaExhausted when the daily quota is spent; every other failure comes back as
         a CallResult whose outcome says what happened (never `ok` without a valid output)."""
-        config = ModelConfig.of(model)
-        if not config.active:
-            raise GatewayError(f"model {config.name!r} is switched off (LLMModel.active)")
+        config = _active(model)
         request = _Request(system=system, prompt=tuple(prompt), schema=schema)
         digest = request_hash(config, system=system, prompt=prompt, schema=schema)
         if not fresh:
@@ -678,9 +683,7 @@ class Gateway:
         of {text, chunks, supports, url_statuses}, which is also what the cache answers from.
 
         Raises QuotaExhausted like call_structured; GatewayError for a non-Gemini model."""
-        config = ModelConfig.of(model)
-        if not config.active:
-            raise GatewayError(f"model {config.name!r} is switched off (LLMModel.active)")
+        config = _active(model)
         if config.provider != Provider.GEMINI:
             raise GatewayError(f"grounded calls need a Gemini model, not {config.provider!r}")
         unknown = [t for t in tools if t not in GROUNDING_TOOLS]
@@ -729,16 +732,13 @@ class Gateway:
         invalid_output): there is nothing to keep.
 
         Raises QuotaExhausted like call_structured."""
-        config = ModelConfig.of(model)
-        if not config.active:
-            raise GatewayError(f"model {config.name!r} is switched off (LLMModel.active)")
+        config = _active(model)
         request = _Request(system=system, prompt=tuple(prompt), schema=None)
         digest = request_hash(config, system=system, prompt=prompt, schema=None)
-        if not fresh:
-            hit = await sync_to_async(_cached_answer)(digest)
-            if hit is not None and hit.raw_output.strip():
-                return CallResult(outcome=Outcome.OK, raw_text=hit.raw_output, cached=True,
-                                  request_hash=digest, model_version=hit.model_version)
+        hit = None if fresh else await sync_to_async(_cached_answer)(digest)
+        if hit is not None and hit.raw_output.strip():
+            return CallResult(outcome=Outcome.OK, raw_text=hit.raw_output, cached=True,
+                              request_hash=digest, model_version=hit.model_version)
         result = CallResult(outcome=Outcome.ERROR, request_hash=digest)
         row = _ledger_row(config, digest, stage=stage, template_name=template_name,
                           template_version=template_version, job_id=job_id)
