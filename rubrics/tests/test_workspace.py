@@ -272,3 +272,25 @@ def test_history_compares_any_two_versions(client, dave, draft, alice, root):
     first, last = draft.rubric.versions.order_by("id")[0], draft
     page = client.get(url, {"a": first.pk, "b": last.pk}).content.decode()
     assert 'data-testid="compare"' in page and "Changed by dave." in page
+
+
+def test_check_markup_escapes_everything_it_shows(client, dave, draft):
+    """The check's HTML is written in Python (rubrics/templatetags/checklist.py): every value
+    must come out escaped, in the page and in an edit's answer alike."""
+    client.force_login(dave)
+    check = first_check(draft)
+    hostile = '<script>alert("x")</script> & "quotes"'
+    check.text, check.source, check.options = hostile, "I1<b>", ["<i>opt</i>"]
+    check.steps, check.origin = ['"step"'], "compiled"
+    check.save()
+    page = client.get(reverse("rubric_workspace", args=[draft.pk])).content.decode()
+    item = page[page.index(f'id="check-{check.pk}"'):]
+    item = item[:item.index("</li>")]
+    assert "<script>" not in item and "<b>" not in item and "<i>" not in item
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &quot;quotes&quot;" in item
+    assert "of I1&lt;b&gt;" in item and "&lt;i&gt;opt&lt;/i&gt;" in item
+    assert "&quot;step&quot;" in item
+    assert item.count('name="csrfmiddlewaretoken"') == 4  # one per form, not escaped
+    status, body = edit(client, draft, "rubric_check_text", check, text=hostile, revision=0)
+    assert status == 200 and "<script>" not in body
+    assert "&lt;script&gt;" in body
