@@ -200,6 +200,10 @@ def reset() -> None:
             tables = ", ".join(connection.ops.quote_name(m._meta.db_table)
                                for m in judging_models())
             with connection.cursor() as cursor:
+                # Rows written earlier in this same transaction (a test's) leave deferred
+                # foreign-key checks pending, and PostgreSQL refuses to TRUNCATE under them:
+                # run those checks now.
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
                 # CASCADE reaches only tables that blockers() found empty.
                 cursor.execute(f"TRUNCATE {tables} RESTART IDENTITY CASCADE")
         else:
