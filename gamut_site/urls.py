@@ -83,6 +83,8 @@ urlpatterns = [
     path("api/images/<str:source_id>/", api.image_detail, name="api_image"),
     path("api/benchmark/export/", rubrics_api.benchmark_export, name="api_benchmark_export"),
     path("api/leaderboard/", judging_api.leaderboard_detail, name="api_leaderboard"),
+    path("api/spot-checks/agreement/", judging_api.spot_check_agreement,
+         name="api_spot_check_agreement"),
     path("api/leaderboard/settings/", judging_api.settings_detail, name="api_results_settings"),
     path("api/leaderboard/judges/", judging_api.judges_detail, name="api_results_judges"),
     path("api/leaderboard/questions/<str:source_id>/", judging_api.question_detail,

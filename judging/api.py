@@ -23,6 +23,7 @@ from .leaderboard import leaderboard
 from .models import Judge, Setting
 from .scoring import TIERS
 from .services import scoring_settings
+from .spot_checks import judge_agreement, spot_check_progress
 
 # --- the shapes, for the OpenAPI schema ------------------------------------------------------
 
@@ -311,4 +312,36 @@ def question_detail(request: Request, source_id: str) -> Response:
             raise _Refused(404, "No final question for this image.") from exc
         return reports.question_report(question, image_url=request.build_absolute_uri(
             reports.image_url_for(source_id)))
+    return _answer(build)
+
+
+class AgreementRowSerializer(serializers.Serializer):
+    judge = serializers.CharField()
+    graded = serializers.IntegerField(help_text="graded spot checks this judge gave a verdict on")
+    exact = serializers.IntegerField(help_text="same verdict as the person")
+    exact_rate = serializers.FloatField(allow_null=True)
+    same_side = serializers.IntegerField(
+        help_text="same side: meets or partially meets against missing or contradicts")
+    same_side_rate = serializers.FloatField(allow_null=True)
+
+
+class SpotProgressSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    graded = serializers.IntegerField()
+    left = serializers.IntegerField()
+
+
+class AgreementSerializer(serializers.Serializer):
+    agreement = AgreementRowSerializer(many=True)
+    progress = SpotProgressSerializer()
+
+
+@extend_schema(summary="Each judge's agreement with people's spot checks (admins)",
+               responses={200: AgreementSerializer, **ERRORS})
+@api_view(["GET"])
+def spot_check_agreement(request: Request) -> Response:
+    def build() -> dict:
+        _admin(request)
+        return {"agreement": [row.as_dict() for row in judge_agreement()],
+                "progress": spot_check_progress()}
     return _answer(build)

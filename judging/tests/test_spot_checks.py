@@ -142,3 +142,22 @@ def test_scoring_settings_come_from_the_one_row_and_are_validated():
         bad.full_clean()
     assert "lambda must lie strictly between 0 and 1" in str(caught.value)
     assert "mu must be negative" in str(caught.value)
+
+
+def test_agreement_over_the_api_is_the_pages_json(client, graded_world, root, dave, alice):
+    from rest_framework.test import APIClient
+
+    spot_checks_draw(count=3, user=root, seed=1)
+    spot = SpotCheck.objects.first()
+    spot_check_grade(spot_check_id=spot.pk, user=dave, verdict="meets")
+    api = APIClient()
+    assert api.get("/api/spot-checks/agreement/").status_code == 401
+    api.force_authenticate(alice)
+    assert api.get("/api/spot-checks/agreement/").status_code == 403
+    api.force_authenticate(root)
+    answer = api.get("/api/spot-checks/agreement/")
+    client.force_login(root)
+    page = client.get(reverse("spot_check_results") + "?format=json")
+    assert answer.status_code == 200 and answer.json() == json.loads(page.content)
+    assert answer.json()["progress"] == {"total": 3, "graded": 1, "left": 2}
+    assert "/api/spot-checks/agreement/" in client.get("/api/schema/").content.decode()
