@@ -1,7 +1,7 @@
 """End to end through a real Celery worker on a real Redis, the real google-genai client talking
 to the fake Gemini server: import, generation, review (through the services), guard, rubric
 construction, refinement round 1, a human round (through the rubric services), refinement
-round 2.
+round 2, then stage 3: an evaluated model's answer collected and judged check by check.
 
 The fake answers each call by what it asks for (a pipeline fake, composed on tests/fake_llm.py):
 a search (googleSearch tool) gets grounded text, an audit (urlContext tool) a verdict per
@@ -27,6 +27,9 @@ from annotation import services as review
 from annotation.importing import images_import, manifest_parse
 from annotation.models import Candidate, CandidateOrigin, CandidateStatus, FinalQuestion
 from conftest import png_bytes
+from judging import llm_jobs as judging_jobs
+from judging.leaderboard import leaderboard
+from judging.models import EvaluatedModel, Judge, Response, Verdict
 from llm import jobs
 from llm.models import Job, JobStatus, LLMModel
 from rubrics import llm_jobs as rubric_jobs
@@ -60,6 +63,9 @@ ITEMS = [{"id": "I1", "type": "fact", "tier": "answer_critical",
           "items": ["lardons", "mushrooms", "pearl onions"], "snippets": ["s2", "s3"]}]
 
 
+ANSWER = "It is beef bourguignon, braised in Burgundy wine with lardons and mushrooms."
+
+
 def _prompt(body: dict[str, Any]) -> str:
     return "\n".join(part.get("text", "") for content in body.get("contents", [])
                      for part in content.get("parts", []))
@@ -77,7 +83,11 @@ def pipeline_reply(recorded: Recorded) -> Reply:
         return Reply(text="\n".join(f"{sid}: verified - the page says so" for sid in ids),
                      url_context={"urlMetadata": []})
     schema = (body.get("generationConfig") or {}).get("responseJsonSchema") or {}
+    if not schema:  # free text: an evaluated model's answer
+        return Reply(text=ANSWER)
     fields = set(schema.get("properties", {}))
+    if "verdict" in fields:  # a judge's verdict on one check
+        return Reply(text=json.dumps({"verdict": "meets", "rationale": "it says so"}))
     if "questions" in fields:
         return Reply(text=json.dumps({"questions": QUESTIONS}))
     if "verdicts" in fields:
@@ -224,4 +234,20 @@ def test_the_whole_pipeline_runs_through_a_real_worker(
     rebuild = next(r.body for r in fake.requests
                    if "dropped" in json.dumps(r.body.get("generationConfig", {})))
     assert "The beef is braised in Burgundy wine." in _prompt(rebuild)
+
+    # Stage 3: the evaluated model answers with the photo, a judge grades each check.
+    llm = LLMModel.objects.get(name=MODEL)
+    evaluated = EvaluatedModel.objects.create(name="model-e2e", llm_model=llm)
+    judge = Judge.objects.create(name="judge-e2e", llm_model=llm)
+    finish(judging_jobs.collect_launch(user=root, evaluated=evaluated, setting="multimodal"),
+           worker)
+    response = Response.objects.get(model=evaluated, question=question)
+    assert response.text == ANSWER and response.model_version
+    fake.requests.clear()
+    finish(judging_jobs.judge_launch(user=root, judge=judge), worker)
+    assert len(fake.requests) == second.checks.filter(deleted_at__isnull=True).count()
+    assert Verdict.objects.filter(judge=judge, check_row__version=second).count() == len(
+        fake.requests)
+    [row] = leaderboard(judge=judge, setting="multimodal").rows
+    assert (row.model, row.scored, row.gamut) == ("model-e2e", 1, 100.0)
     assert worker[0].poll() is None, worker[1].read_text()
