@@ -200,3 +200,26 @@ def test_load_demo_is_idempotent(capsys):
     call_command("load_demo")
     assert (Image.objects.count(), Candidate.objects.count(), AuditEvent.objects.count()) == first
     assert "0 user(s) and 0 image(s) created" in capsys.readouterr().out
+
+
+def test_load_demo_gives_the_result_pages_demo_answers_and_verdicts(capsys):
+    from judging.leaderboard import leaderboard
+    from judging.models import Judge, Response, Verdict
+    from judging.spot_checks import disagreements
+
+    call_command("load_demo")
+    assert "demo answers and verdicts created" in capsys.readouterr().out
+    assert all("demo" in name for name in Judge.objects.values_list("name", flat=True))
+    assert Response.objects.count() == 4  # two demo models, two settings
+    assert not Verdict.objects.filter(verdict="failed").exists()
+    boards = {j.name: leaderboard(judge=j, setting="multimodal") for j in Judge.objects.all()}
+    for board in boards.values():
+        assert [(r.model, r.scored) for r in board.rows] == [("demo-model-a", 1),
+                                                              ("demo-model-b", 1)]
+    strict, lenient = boards["demo-judge-strict"], boards["demo-judge-lenient"]
+    assert strict.rows[0].gamut > strict.rows[1].gamut  # the good answer wins
+    assert lenient.rows[1].gamut > strict.rows[1].gamut  # the lenient judge is kinder
+    assert disagreements()  # something for the spot checks
+    count = Verdict.objects.count()
+    call_command("load_demo")
+    assert Verdict.objects.count() == count

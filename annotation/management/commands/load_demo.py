@@ -61,10 +61,12 @@ class Command(BaseCommand):
         result = images_import(entries, actor=None, source=ImportBatch.Source.DEMO,
                                file_name="demo (scikit-image photographs)", demo=True)
         rubric = self._demo_rubric()
+        judged = self._demo_judging()
         self.stdout.write(
             f"demo data: {len(created_users)} user(s) and {len(result.imported)} image(s) "
             f"created, {len(result.skipped)} image(s) already there"
             + ("; a demo rubric created" if rubric else "")
+            + ("; demo answers and verdicts created" if judged else "")
         )
 
     def _demo_rubric(self) -> bool:
@@ -91,3 +93,11 @@ class Command(BaseCommand):
         rubric_version_create(question=question, meta_document=DEMO_META_RUBRIC,
                               stage=Stage.LLM_REFINED_1, made_by_model="demo data")
         return True
+
+    def _demo_judging(self) -> bool:
+        """Demo answers of two demo models in both settings, graded by two demo judges on the
+        demo question's rubric (written for the demo, no LLM called), so that the leaderboard,
+        the result pages and the spot checks have something to show. Every name says demo."""
+        from judging.demo import demo_judging
+
+        return demo_judging()
