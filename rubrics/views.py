@@ -115,17 +115,32 @@ def _scaffold(meta: dict) -> list[tuple[str, list[dict]]]:
     return [(label, groups[key]) for key, label in TYPE_ORDER if groups.get(key)]
 
 
+# A frozen version's check rows, read once per process: {(pk, created_at, frozen_at): rows}.
+# The key's timestamps keep a reused pk (a test database emptied and filled again) from ever
+# meeting another version's rows. Only read (the diff), never changed.
+_FROZEN_ROWS: dict[tuple, tuple[RubricCheck, ...]] = {}
+_FROZEN_ROWS_KEPT = 256
+
+
 def _checklist_context(request: HttpRequest, version: RubricVersion, *,
                        error: ReviewError | None = None, attempted: dict | None = None) -> dict:
     """Everything the checklist shows. Read after the version, so the rows are at least as new
     as the revision that the page will carry."""
-    # The draft's rows and its parent's (for the diff) in one query.
+    # The draft's rows and its parent's (for the diff) in one query; a frozen parent's rows
+    # never change, so after the first read they come from this process's memory.
+    parent = version.parent
+    key = (parent.pk, parent.created_at, parent.frozen_at) if parent is not None \
+        and parent.frozen_at is not None else None
+    cached = _FROZEN_ROWS.get(key) if key is not None else None
     rows: list[RubricCheck] = []
-    parent_rows: list[RubricCheck] = []
-    for row in RubricCheck.objects.filter(
-        version_id__in=[version.pk, version.parent_id or version.pk]
-    ).order_by("position", "pk"):
+    parent_rows: list[RubricCheck] = list(cached) if cached is not None else []
+    wanted = [version.pk] if cached is not None or parent is None else [version.pk, parent.pk]
+    for row in RubricCheck.objects.filter(version_id__in=wanted).order_by("position", "pk"):
         (rows if row.version_id == version.pk else parent_rows).append(row)
+    if key is not None and cached is None:
+        if len(_FROZEN_ROWS) >= _FROZEN_ROWS_KEPT:
+            _FROZEN_ROWS.pop(next(iter(_FROZEN_ROWS)), None)  # the oldest
+        _FROZEN_ROWS[key] = tuple(parent_rows)
     live = [r for r in rows if r.deleted_at is None]
     meta = version.meta_rubric
     snippets = {s["id"]: s for s in meta.get("snippets", [])}

@@ -294,3 +294,20 @@ def test_check_markup_escapes_everything_it_shows(client, dave, draft):
     status, body = edit(client, draft, "rubric_check_text", check, text=hostile, revision=0)
     assert status == 200 and "<script>" not in body
     assert "&lt;script&gt;" in body
+
+
+def test_a_frozen_parents_rows_are_read_once_and_the_diff_stays_right(client, dave, draft):
+    from rubrics import views
+
+    views._FROZEN_ROWS.clear()
+    client.force_login(dave)
+    url = reverse("rubric_workspace", args=[draft.pk])
+    first = client.get(url).content.decode()
+    parent = draft.parent
+    assert views._FROZEN_ROWS[(parent.pk, parent.created_at, parent.frozen_at)]
+    check = first_check(draft)
+    status, body = edit(client, draft, "rubric_check_text", check, text="Names the dish.",
+                        revision=0)
+    assert status == 200 and "<ins>Names the dish.</ins>" in body  # against the cached parent
+    again = client.get(url).content.decode()
+    assert "<ins>Names the dish.</ins>" in again and first != again
