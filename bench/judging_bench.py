@@ -107,12 +107,12 @@ def edit_round(stage: str, percent: float, seed: int) -> int:
     many checks were edited."""
     from django.utils import timezone
 
-    from judging.llm_jobs import final_versions
     from rubrics.models import RubricCheck, RubricVersion
+    from rubrics.services import final_versions_of
 
     rng = random.Random(seed)
     now = timezone.now()
-    current = final_versions(list(RubricVersion.objects.values_list(
+    current = final_versions_of(list(RubricVersion.objects.values_list(
         "rubric__question_id", flat=True).distinct()))
     old = list(RubricCheck.objects.filter(version_id__in=current.values())
                .order_by("version_id", "position"))

@@ -42,7 +42,8 @@ from llm.jobs import (
 )
 from llm.models import Job, LLMModel, Provider
 from llm.prompts import Prompt, load_prompt
-from rubrics.models import RubricCheck, RubricVersion
+from rubrics.models import RubricCheck
+from rubrics.services import final_versions_of
 
 from .models import EvaluatedModel, Judge, Response, ResponseTierCount, Setting, VerdictValue
 from .services import Given, verdict_key, verdicts_find, verdicts_record
@@ -326,17 +327,6 @@ def collect_launch(*, user: Any, evaluated: EvaluatedModel, setting: str,
         "setting": setting, "prompt_version": prompt.version, "fresh": fresh})
 
 
-def final_versions(question_ids: Sequence[int]) -> dict[int, int]:
-    """Each question's final rubric version (the latest frozen one): {question id: version id}."""
-    rows = (RubricVersion.objects.filter(rubric__question_id__in=question_ids,
-                                         frozen_at__isnull=False)
-            .order_by("rubric__question_id", "-id").values_list("rubric__question_id", "pk"))
-    versions: dict[int, int] = {}
-    for question_id, version_id in rows:
-        versions.setdefault(question_id, version_id)
-    return versions
-
-
 @dataclass(frozen=True)
 class JudgeScope:
     """What a judge launch would do: one item per response that still lacks verdicts, and an
@@ -360,7 +350,7 @@ def judge_scope(*, judge: Judge, model_ids: Sequence[int] | None = None,
         responses = responses.filter(question_id__in=question_ids)
     rows = list(responses.order_by("pk").values_list("pk", "question_id", "model__name",
                                                      "setting"))
-    versions = final_versions(sorted({question_id for _, question_id, _, _ in rows}))
+    versions = final_versions_of(sorted({question_id for _, question_id, _, _ in rows}))
     sizes = dict(RubricCheck.objects.filter(version_id__in=set(versions.values()),
                                             deleted_at__isnull=True)
                  .values("version_id").annotate(n=Count("pk")).values_list("version_id", "n")

@@ -17,11 +17,12 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import Count, F, FilteredRelation, Max, Q, QuerySet
+from django.db.models import Count, F, FilteredRelation, Q
 from django.urls import reverse
 
 from annotation.models import FinalQuestion
-from rubrics.models import RubricCheck, RubricVersion
+from rubrics.models import RubricCheck
+from rubrics.services import final_version, final_version_ids
 
 from . import analysis
 from .leaderboard import leaderboard
@@ -87,12 +88,6 @@ def _own_models(judges: list[Judge]) -> dict[str, list[str]]:
     )
 
 
-def final_versions() -> QuerySet:
-    """The id of each rubric's final version (its latest frozen one), as a subquery."""
-    return (RubricVersion.objects.filter(frozen_at__isnull=False).values("rubric_id")
-            .annotate(last=Max("id")).values("last").order_by())
-
-
 def verdict_pairs(*, judge_a: Judge, judge_b: Judge, setting: str) -> list[tuple[str, str, int]]:
     """(verdict of A, verdict of B, count) over the (response, check) pairs both judges judged,
     in the setting, on the checks of each non-dropped question's final rubric version (the ones
@@ -103,7 +98,7 @@ def verdict_pairs(*, judge_a: Judge, judge_b: Judge, setting: str) -> list[tuple
         Verdict.objects.filter(judge=judge_a, response__setting=setting,
                                response__question__dropped_at__isnull=True,
                                check_row__deleted_at__isnull=True,
-                               check_row__version_id__in=final_versions())
+                               check_row__version_id__in=final_version_ids())
         .annotate(other=FilteredRelation("response__verdicts", condition=Q(
             response__verdicts__judge=judge_b, response__verdicts__check_row=F("check_row"))))
         .filter(other__isnull=False)
@@ -239,8 +234,7 @@ def question_report(question: FinalQuestion, *, image_url: str,
     benchmark's scoring settings unless given) whatever the number of models, judges and checks."""
     scoring = scoring or scoring_settings()
     rubric = getattr(question, "rubric", None)
-    version = (RubricVersion.objects.filter(rubric=rubric, frozen_at__isnull=False)
-               .order_by("-id").first()) if rubric else None
+    version = final_version(rubric) if rubric else None
     checks = (list(RubricCheck.objects.filter(version=version, deleted_at__isnull=True)
                    .order_by("position")) if version else [])
     snippets = {s.get("id"): s for s in (version.meta_rubric or {}).get("snippets", [])

@@ -18,6 +18,8 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from rubrics.services import final_version_ids
+
 from .models import Judge, SpotCheck, Verdict, VerdictValue
 
 LEASE = timedelta(minutes=30)
@@ -29,19 +31,12 @@ class SpotCheckError(ValueError):
     """A spot check that cannot be drawn, claimed or graded as asked."""
 
 
-def _final_version_ids() -> set[int]:
-    from annotation.models import FinalQuestion
-    from judging.llm_jobs import final_versions
-
-    ids = FinalQuestion.objects.filter(dropped_at__isnull=True).values_list("pk", flat=True)
-    return set(final_versions(list(ids)).values())
-
-
 def disagreements() -> list[tuple[int, int]]:
     """(response id, check id) pairs of final rubric versions that at least two judges graded
     with different (non-failed) verdicts, and that are not drawn yet."""
     rows = (Verdict.objects.exclude(verdict=VerdictValue.FAILED)
-            .filter(check_row__version_id__in=_final_version_ids())
+            .filter(check_row__version_id__in=final_version_ids(),
+                    response__question__dropped_at__isnull=True)
             .values("response_id", "check_row_id")
             .annotate(judges=Count("judge_id", distinct=True),
                       kinds=Count("verdict", distinct=True))

@@ -9,14 +9,14 @@ each refused when the caller's `revision` is stale (optimistic locking), each ke
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import F, Max, Q, QuerySet
 from django.utils import timezone
 
 from annotation import access
@@ -118,6 +118,22 @@ def final_version(rubric: Rubric) -> RubricVersion | None:
     """What the benchmark uses now: the latest frozen version (a human draft in progress is
     not part of it until its round is complete)."""
     return rubric.versions.filter(frozen_at__isnull=False).order_by("-id").first()
+
+
+def final_version_ids() -> QuerySet[Any, Any]:
+    """final_version of every rubric, as a subquery of version ids (for `__in` filters)."""
+    return (RubricVersion.objects.filter(frozen_at__isnull=False).values("rubric_id")
+            .annotate(last=Max("id")).values("last").order_by())
+
+
+def final_versions_of(question_ids: Sequence[int]) -> dict[int, int]:
+    """final_version of these questions' rubrics in one query: {question id: version id}
+    (a question without a frozen version is left out)."""
+    rows = (RubricVersion.objects.filter(rubric__question_id__in=question_ids,
+                                         frozen_at__isnull=False)
+            .values("rubric__question_id").annotate(last=Max("id"))
+            .values_list("rubric__question_id", "last").order_by())
+    return dict(rows)
 
 
 # --- human rounds ---------------------------------------------------------------------------
