@@ -80,29 +80,10 @@ if [ "$ready" != 1 ]; then
   exit 1
 fi
 sleep 1  # let every worker boot
-postmaster=$(head -1 "$PG_DIR/postmaster.pid")
-
-# busy_ticks: the whole machine's busy and stolen clock ticks, from /proc/stat.
-busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9, $9}' /proc/stat; }
-
 summary=bench/out/workspace_load-$(date +%Y%m%d-%H%M%S).json
 echo "== load"
-gu0=$(cpu_ticks "$gunicorn_pid"); pg0=$(cpu_ticks "$postmaster"); read -r busy0 steal0 < <(busy_ticks)
-t0=$(date +%s.%N)
 status=0
-$PY bench/workspace_load.py --url "http://$HOST:$PORT" --users "$BENCH_USERS" \
+run_measured "$summary" "logins, load and checks" \
+  $PY bench/workspace_load.py --url "http://$HOST:$PORT" --users "$BENCH_USERS" \
   --seconds "$BENCH_SECONDS" --think "$BENCH_THINK" --out "$summary" "$@" || status=$?
-t1=$(date +%s.%N)
-gu1=$(cpu_ticks "$gunicorn_pid"); pg1=$(cpu_ticks "$postmaster"); read -r busy1 steal1 < <(busy_ticks)
-client=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1])).get("client_cpu_seconds", 0))' \
-  "$summary" 2>/dev/null || echo 0)
-# The rest of the busy time is other processes (and the load client's database checks): if it
-# is large, something else was running and the figures are not representative.
-awk -v g=$((gu1 - gu0)) -v p=$((pg1 - pg0)) -v b=$((busy1 - busy0)) -v st=$((steal1 - steal0)) \
-    -v c="$client" -v hz="$(getconf CLK_TCK)" -v n="$(nproc)" -v t0="$t0" -v t1="$t1" 'BEGIN {
-  w = t1 - t0
-  printf "CPU-seconds over the %.0f s of logins, load and checks (%d cores: %.0f available): gunicorn %.1f, PostgreSQL %.1f, load client %.1f, everything else %.1f (stolen by the host %.1f)\n",
-         w, n, n * w, g / hz, p / hz, c, b / hz - g / hz - p / hz - c, st / hz
-  if (b / hz - g / hz - p / hz - c > 5)
-    print "More than 5 CPU-s went to other processes: discard this run and run it again when the machine is quiet." }'
 exit "$status"
