@@ -75,7 +75,12 @@ class AgreementReport:
 def agreement_report(*, min_pair_size: int = 1) -> AgreementReport:
     now = timezone.now()
     rows = Review.objects.values_list(
-        "candidate_id", "slot", "annotator__username", "decision", "revised_text", "seconds",
+        "candidate_id",
+        "slot",
+        "annotator__username",
+        "decision",
+        "revised_text",
+        "seconds",
         "created_at",
     )
     by_candidate: dict[int, dict[int, tuple]] = defaultdict(dict)

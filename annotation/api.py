@@ -66,7 +66,8 @@ class ReviewInSerializer(serializers.Serializer):
 class AdjudicationInSerializer(serializers.Serializer):
     decision = serializers.ChoiceField(choices=Decision.values)
     revised_text = serializers.CharField(
-        required=False, allow_blank=True,
+        required=False,
+        allow_blank=True,
         help_text="required for revise: one annotator's revision or the adjudicator's own",
     )
     comment = serializers.CharField(required=False, allow_blank=True)
@@ -158,8 +159,11 @@ def _body(request: Request) -> dict | None:
 @extend_schema(
     summary="Claim the next candidate to review",
     request=None,
-    responses={200: ClaimedCandidateSerializer, 204: OpenApiResponse(description="nothing left"),
-               403: ErrorSerializer},
+    responses={
+        200: ClaimedCandidateSerializer,
+        204: OpenApiResponse(description="nothing left"),
+        403: ErrorSerializer,
+    },
 )
 @api_view(["POST"])
 def review_claim(request: Request) -> Response:
@@ -175,8 +179,13 @@ def review_claim(request: Request) -> Response:
 @extend_schema(
     summary="Submit a review of a candidate",
     request=ReviewInSerializer,
-    responses={201: ReviewOutSerializer, 400: ErrorSerializer, 403: ErrorSerializer,
-               404: ErrorSerializer, 409: ErrorSerializer},
+    responses={
+        201: ReviewOutSerializer,
+        400: ErrorSerializer,
+        403: ErrorSerializer,
+        404: ErrorSerializer,
+        409: ErrorSerializer,
+    },
 )
 @api_view(["POST"])
 def review_create(request: Request, candidate_id: int) -> Response:
@@ -198,9 +207,10 @@ def review_create(request: Request, candidate_id: int) -> Response:
     return Response(review_dict(review), status=status.HTTP_201_CREATED)
 
 
-@extend_schema(summary="A candidate, with the reviews you may see",
-               responses={200: CandidateDetailSerializer, 403: ErrorSerializer,
-                          404: ErrorSerializer})
+@extend_schema(
+    summary="A candidate, with the reviews you may see",
+    responses={200: CandidateDetailSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
+)
 @api_view(["GET"])
 def candidate_detail(request: Request, candidate_id: int) -> Response:
     if not access.is_member(request.user):
@@ -213,24 +223,33 @@ def candidate_detail(request: Request, candidate_id: int) -> Response:
         ),
         pk=candidate_id,
     )
-    return Response({
-        "id": candidate.pk,
-        "text": candidate.text,
-        "round": candidate.round,
-        "status": candidate.status,
-        "parent": candidate.parent_id,
-        "children": [child.pk for child in candidate.children.all()],
-        "reviews": [review_dict(r) for r in candidate.visible_reviews],
-    })
+    return Response(
+        {
+            "id": candidate.pk,
+            "text": candidate.text,
+            "round": candidate.round,
+            "status": candidate.status,
+            "parent": candidate.parent_id,
+            "children": [child.pk for child in candidate.children.all()],
+            "reviews": [review_dict(r) for r in candidate.visible_reviews],
+        }
+    )
 
 
 @extend_schema(
     summary="Claim the next disputed candidate, with both reviews",
     request=None,
-    responses={200: inline_serializer("AdjudicationClaim", {
-        "candidate": ClaimedCandidateSerializer(),
-        "reviews": ReviewOutSerializer(many=True),
-    }), 204: OpenApiResponse(description="nothing disputed"), 403: ErrorSerializer},
+    responses={
+        200: inline_serializer(
+            "AdjudicationClaim",
+            {
+                "candidate": ClaimedCandidateSerializer(),
+                "reviews": ReviewOutSerializer(many=True),
+            },
+        ),
+        204: OpenApiResponse(description="nothing disputed"),
+        403: ErrorSerializer,
+    },
 )
 @api_view(["POST"])
 def adjudication_claim(request: Request) -> Response:
@@ -248,12 +267,22 @@ def adjudication_claim(request: Request) -> Response:
 @extend_schema(
     summary="Settle a disputed candidate",
     request=AdjudicationInSerializer,
-    responses={201: inline_serializer("AdjudicationOut", {
-        "id": serializers.IntegerField(), "decision": serializers.CharField(),
-        "revised_text": serializers.CharField(), "candidate_status": serializers.CharField(),
-        "new_candidate": serializers.IntegerField(allow_null=True),
-    }), 400: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer,
-        409: ErrorSerializer},
+    responses={
+        201: inline_serializer(
+            "AdjudicationOut",
+            {
+                "id": serializers.IntegerField(),
+                "decision": serializers.CharField(),
+                "revised_text": serializers.CharField(),
+                "candidate_status": serializers.CharField(),
+                "new_candidate": serializers.IntegerField(allow_null=True),
+            },
+        ),
+        400: ErrorSerializer,
+        403: ErrorSerializer,
+        404: ErrorSerializer,
+        409: ErrorSerializer,
+    },
 )
 @api_view(["POST"])
 def adjudication_create(request: Request, candidate_id: int) -> Response:
@@ -272,49 +301,75 @@ def adjudication_create(request: Request, candidate_id: int) -> Response:
     except services.ReviewError as exc:
         return _error(exc)
     child = adjudication.candidate.children.order_by("-id").first()
-    return Response({
-        "id": adjudication.pk,
-        "decision": adjudication.decision,
-        "revised_text": adjudication.revised_text,
-        "candidate_status": adjudication.candidate.status,
-        "new_candidate": child.pk if child else None,
-    }, status=status.HTTP_201_CREATED)
+    return Response(
+        {
+            "id": adjudication.pk,
+            "decision": adjudication.decision,
+            "revised_text": adjudication.revised_text,
+            "candidate_status": adjudication.candidate.status,
+            "new_candidate": child.pk if child else None,
+        },
+        status=status.HTTP_201_CREATED,
+    )
 
 
-@extend_schema(summary="An image, its candidates and its question",
-               responses={200: ImageDetailSerializer, 403: ErrorSerializer,
-                          404: ErrorSerializer})
+@extend_schema(
+    summary="An image, its candidates and its question",
+    responses={200: ImageDetailSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
+)
 @api_view(["GET"])
 def image_detail(request: Request, source_id: str) -> Response:
     if not access.is_member(request.user):
         raise PermissionDenied("You have no role in this project.")
-    image = get_object_or_404(Image.objects.with_counts().select_related("question"),
-                              source_id=source_id)
+    image = get_object_or_404(
+        Image.objects.with_counts().select_related("question"), source_id=source_id
+    )
     question = getattr(image, "question", None) if image.has_question else None
-    return Response({
-        "source_id": image.source_id,
-        "entity": image.entity,
-        "domain": image.domain,
-        "popularity": image.popularity,
-        "status": image_status(n_pending=image.n_pending, n_accepted=image.n_accepted,
-                               has_question=image.has_question),
-        "candidates": list(image.candidates.order_by("id").values_list("id", flat=True)),
-        "question": question.text if question else None,
-    })
+    return Response(
+        {
+            "source_id": image.source_id,
+            "entity": image.entity,
+            "domain": image.domain,
+            "popularity": image.popularity,
+            "status": image_status(
+                n_pending=image.n_pending,
+                n_accepted=image.n_accepted,
+                has_question=image.has_question,
+            ),
+            "candidates": list(image.candidates.order_by("id").values_list("id", flat=True)),
+            "question": question.text if question else None,
+        }
+    )
 
 
 @extend_schema(
     summary="Import images (admins): a JSONL manifest and a zip of the images it names",
-    request={"multipart/form-data": inline_serializer("ImportUpload", {
-        "manifest": serializers.FileField(), "images": serializers.FileField(required=False),
-    })},
-    responses={201: inline_serializer("ImportResult", {
-        "imported": serializers.ListField(child=serializers.CharField()),
-        "skipped": serializers.ListField(child=serializers.CharField()),
-    }), 400: inline_serializer("ImportErrors", {
-        "detail": serializers.CharField(),
-        "errors": serializers.ListField(child=serializers.CharField()),
-    }), 403: ErrorSerializer},
+    request={
+        "multipart/form-data": inline_serializer(
+            "ImportUpload",
+            {
+                "manifest": serializers.FileField(),
+                "images": serializers.FileField(required=False),
+            },
+        )
+    },
+    responses={
+        201: inline_serializer(
+            "ImportResult",
+            {
+                "imported": serializers.ListField(child=serializers.CharField()),
+                "skipped": serializers.ListField(child=serializers.CharField()),
+            },
+        ),
+        400: inline_serializer(
+            "ImportErrors",
+            {
+                "detail": serializers.CharField(),
+                "errors": serializers.ListField(child=serializers.CharField()),
+            },
+        ),
+        403: ErrorSerializer,
+    },
 )
 @api_view(["POST"])
 @parser_classes([MultiPartParser])
@@ -323,15 +378,30 @@ def images_import(request: Request) -> Response:
         return Response({"detail": "Only admins import images."}, status=403)
     manifest = request.FILES.get("manifest")
     if manifest is None:
-        return Response({"detail": "manifest: a JSONL file is required.", "field": "manifest",
-                         "errors": ["manifest: a JSONL file is required"]}, status=400)
+        return Response(
+            {
+                "detail": "manifest: a JSONL file is required.",
+                "field": "manifest",
+                "errors": ["manifest: a JSONL file is required"],
+            },
+            status=400,
+        )
     try:
         result = import_from_upload(
-            manifest.read(), request.FILES.get("images"), actor=request.user,
-            source=ImportBatch.Source.API, file_name=manifest.name,
+            manifest.read(),
+            request.FILES.get("images"),
+            actor=request.user,
+            source=ImportBatch.Source.API,
+            file_name=manifest.name,
         )
     except ImportProblems as exc:
-        return Response({"detail": f"{len(exc.problems)} bad line(s); nothing was imported.",
-                         "errors": exc.problems}, status=400)
-    return Response({"imported": result.imported, "skipped": result.skipped},
-                    status=status.HTTP_201_CREATED)
+        return Response(
+            {
+                "detail": f"{len(exc.problems)} bad line(s); nothing was imported.",
+                "errors": exc.problems,
+            },
+            status=400,
+        )
+    return Response(
+        {"imported": result.imported, "skipped": result.skipped}, status=status.HTTP_201_CREATED
+    )

@@ -109,8 +109,10 @@ def guard_problems(output: GuardOutput, ids: frozenset[int]) -> list[str]:
         if chosen is None:
             problems.append(f"selected {output.selected} is not one of the candidate ids")
         elif not chosen.selectable:
-            problems.append(f"selected {output.selected} fails a hard requirement, the stranger "
-                            "test, or is boilerplate")
+            problems.append(
+                f"selected {output.selected} fails a hard requirement, the stranger "
+                "test, or is boilerplate"
+            )
     elif any(v.selectable for v in output.verdicts):
         problems.append("selected is null although a candidate passes without being boilerplate")
     elif not output.new_candidates:
@@ -160,8 +162,9 @@ class Setup:
 
 
 def _marker(action: str, job_id: int, key: str, image_id: int) -> AuditEvent | None:
-    return AuditEvent.objects.filter(action=action, image_id=image_id, data__job=job_id,
-                                     data__item=key).first()
+    return AuditEvent.objects.filter(
+        action=action, image_id=image_id, data__job=job_id, data__item=key
+    ).first()
 
 
 def _job_model_and_prompt(job_id: int, prompt_name: str) -> tuple[LLMModel, Prompt]:
@@ -178,8 +181,9 @@ def _image_input(image: Image) -> ImageInput:
     with image.file.open("rb") as handle:
         data = handle.read()
     mime = mimetypes.guess_type(image.file.name)[0] or "image/jpeg"
-    return ImageInput(image.pk, image.source_id, image.entity, image.domain,
-                      ImagePart(data=data, mime_type=mime))
+    return ImageInput(
+        image.pk, image.source_id, image.entity, image.domain, ImagePart(data=data, mime_type=mime)
+    )
 
 
 def _load_image(image_id: int) -> Image:
@@ -205,8 +209,11 @@ def _guard_setup(image_id: int, job_id: int, key: str) -> Setup:
     image = _load_image(image_id)
     if FinalQuestion.objects.filter(image=image).exists():
         return Setup(done={"image": image.source_id, "skipped": "the image has its question"})
-    accepted = tuple(Candidate.objects.filter(image=image, status=CandidateStatus.ACCEPTED)
-                     .order_by("pk").values_list("pk", "text"))
+    accepted = tuple(
+        Candidate.objects.filter(image=image, status=CandidateStatus.ACCEPTED)
+        .order_by("pk")
+        .values_list("pk", "text")
+    )
     if not accepted:
         return Setup(done={"image": image.source_id, "skipped": "no accepted candidates"})
     model, prompt = _job_model_and_prompt(job_id, "guard")
@@ -222,16 +229,22 @@ def _next_round(image_id: int) -> int:
     return (top or 0) + 1
 
 
-def _create_candidates(image_id: int, texts: list[str], *, origin: str, job_id: int, key: str,
-                       now: datetime) -> tuple[int, list[int]]:
+def _create_candidates(
+    image_id: int, texts: list[str], *, origin: str, job_id: int, key: str, now: datetime
+) -> tuple[int, list[int]]:
     round_ = _next_round(image_id)
     ids = []
     for text in texts:
-        candidate = Candidate.objects.create(image_id=image_id, text=text, round=round_,
-                                             origin=origin, created_at=now)
+        candidate = Candidate.objects.create(
+            image_id=image_id, text=text, round=round_, origin=origin, created_at=now
+        )
         AuditEvent.objects.create(
-            action="candidate.create", candidate=candidate, image_id=image_id, at=now,
-            data={"origin": origin, "round": round_, "job": job_id, "item": key})
+            action="candidate.create",
+            candidate=candidate,
+            image_id=image_id,
+            at=now,
+            data={"origin": origin, "round": round_, "job": job_id, "item": key},
+        )
         ids.append(candidate.pk)
     return round_, ids
 
@@ -243,59 +256,89 @@ def _lock_image(image_id: int) -> Image:
 
 
 @transaction.atomic
-def apply_generation(*, job_id: int, key: str, image_id: int, questions: list[str],
-                     now: datetime | None = None) -> dict[str, Any]:
+def apply_generation(
+    *, job_id: int, key: str, image_id: int, questions: list[str], now: datetime | None = None
+) -> dict[str, Any]:
     now = now or timezone.now()
     image = _lock_image(image_id)
     marker = _marker("llm.generate", job_id, key, image_id)
     if marker is not None:  # applied by an earlier delivery of this item
         return marker.data["result"]
     if FinalQuestion.objects.filter(image=image).exists():
-        result: dict[str, Any] = {"image": image.source_id,
-                                  "skipped": "the image got its question meanwhile"}
+        result: dict[str, Any] = {
+            "image": image.source_id,
+            "skipped": "the image got its question meanwhile",
+        }
     else:
-        round_, ids = _create_candidates(image_id, questions, origin=CandidateOrigin.LLM,
-                                         job_id=job_id, key=key, now=now)
+        round_, ids = _create_candidates(
+            image_id, questions, origin=CandidateOrigin.LLM, job_id=job_id, key=key, now=now
+        )
         result = {"image": image.source_id, "round": round_, "candidates": ids}
-    AuditEvent.objects.create(action="llm.generate", image=image, at=now,
-                              data={"job": job_id, "item": key, "result": result})
+    AuditEvent.objects.create(
+        action="llm.generate",
+        image=image,
+        at=now,
+        data={"job": job_id, "item": key, "result": result},
+    )
     return result
 
 
 @transaction.atomic
-def apply_guard(*, job_id: int, key: str, image_id: int, output: GuardOutput,
-                now: datetime | None = None) -> dict[str, Any]:
+def apply_guard(
+    *, job_id: int, key: str, image_id: int, output: GuardOutput, now: datetime | None = None
+) -> dict[str, Any]:
     now = now or timezone.now()
     image = _lock_image(image_id)
     marker = _marker("llm.guard", job_id, key, image_id)
     if marker is not None:
         return marker.data["result"]
-    result: dict[str, Any] = {"image": image.source_id, "selected": None, "proposed": [],
-                              "rejected": [v.id for v in output.verdicts
-                                           if not (v.passes_hard_requirements
-                                                   and v.stranger_test_pass)],
-                              "boilerplate": [v.id for v in output.verdicts if v.boilerplate]}
+    result: dict[str, Any] = {
+        "image": image.source_id,
+        "selected": None,
+        "proposed": [],
+        "rejected": [
+            v.id
+            for v in output.verdicts
+            if not (v.passes_hard_requirements and v.stranger_test_pass)
+        ],
+        "boilerplate": [v.id for v in output.verdicts if v.boilerplate],
+    }
     if FinalQuestion.objects.filter(image=image).exists():
         result["skipped"] = "the image got its question meanwhile"
     else:
         for verdict in output.verdicts:
             AuditEvent.objects.create(
-                action="guard.verdict", candidate_id=verdict.id, image=image, at=now,
-                data={"job": job_id, "item": key, **verdict.model_dump(exclude={"id"}),
-                      "selected": verdict.id == output.selected})
+                action="guard.verdict",
+                candidate_id=verdict.id,
+                image=image,
+                at=now,
+                data={
+                    "job": job_id,
+                    "item": key,
+                    **verdict.model_dump(exclude={"id"}),
+                    "selected": verdict.id == output.selected,
+                },
+            )
         if output.selected is not None:
             # Raises Conflict if the candidate is no longer accepted: the item fails with that.
-            final_question_promote(user=None, candidate_id=output.selected,
-                                   method=FinalQuestion.Method.GUARD, now=now)
+            final_question_promote(
+                user=None, candidate_id=output.selected, method=FinalQuestion.Method.GUARD, now=now
+            )
             result["selected"] = output.selected
         else:
             # Nothing selectable (all rejected or boilerplate): without new candidates the image
             # would wait for a question forever, so the guard's proposals enter review.
             result["round"], result["proposed"] = _create_candidates(
-                image_id, output.new_candidates, origin=CandidateOrigin.GUARD, job_id=job_id,
-                key=key, now=now)
-    AuditEvent.objects.create(action="llm.guard", image=image, at=now,
-                              data={"job": job_id, "item": key, "result": result})
+                image_id,
+                output.new_candidates,
+                origin=CandidateOrigin.GUARD,
+                job_id=job_id,
+                key=key,
+                now=now,
+            )
+    AuditEvent.objects.create(
+        action="llm.guard", image=image, at=now, data={"job": job_id, "item": key, "result": result}
+    )
     return result
 
 
@@ -310,23 +353,31 @@ def _failed(call: CallResult) -> ItemFailed:
 async def generate(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[str, Any]:
     """A.1: several candidate questions for one image, which enter review in its next round."""
     context = current_item.get()
-    setup = await sync_to_async(_generation_setup)(payload["image_id"], context.job_id,
-                                                   context.key)
+    setup = await sync_to_async(_generation_setup)(payload["image_id"], context.job_id, context.key)
     if setup.done is not None:
         return setup.done
     assert setup.model and setup.prompt and setup.image  # set whenever `done` is not
     image = setup.image
-    text = setup.prompt.render(entity=image.entity, domain=image.domain,
-                               min_count=MIN_QUESTIONS, max_count=MAX_QUESTIONS)
+    text = setup.prompt.render(
+        entity=image.entity, domain=image.domain, min_count=MIN_QUESTIONS, max_count=MAX_QUESTIONS
+    )
     call = await gateway.call_structured(
-        setup.model, prompt=[text, image.picture], schema=GeneratedQuestions, stage=GENERATE,
-        template_name=setup.prompt.name, template_version=str(setup.prompt.version),
-        job_id=context.job_id)
+        setup.model,
+        prompt=[text, image.picture],
+        schema=GeneratedQuestions,
+        stage=GENERATE,
+        template_name=setup.prompt.name,
+        template_version=str(setup.prompt.version),
+        job_id=context.job_id,
+    )
     if not call.ok or not isinstance(call.output, GeneratedQuestions):
         raise _failed(call)
     result = await sync_to_async(apply_generation)(
-        job_id=context.job_id, key=context.key, image_id=image.image_id,
-        questions=call.output.questions)
+        job_id=context.job_id,
+        key=context.key,
+        image_id=image.image_id,
+        questions=call.output.questions,
+    )
     return ItemResult.of_calls(result, call)
 
 
@@ -342,17 +393,24 @@ async def guard(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
         return setup.done
     assert setup.model and setup.prompt and setup.image
     image = setup.image
-    text = setup.prompt.render(entity=image.entity, domain=image.domain,
-                               candidates=_candidate_listing(setup.candidates))
+    text = setup.prompt.render(
+        entity=image.entity, domain=image.domain, candidates=_candidate_listing(setup.candidates)
+    )
     schema = guard_schema(frozenset(pk for pk, _ in setup.candidates))
     call = await gateway.call_structured(
-        setup.model, prompt=[text, image.picture], schema=schema, stage=GUARD,
-        template_name=setup.prompt.name, template_version=str(setup.prompt.version),
-        job_id=context.job_id)
+        setup.model,
+        prompt=[text, image.picture],
+        schema=schema,
+        stage=GUARD,
+        template_name=setup.prompt.name,
+        template_version=str(setup.prompt.version),
+        job_id=context.job_id,
+    )
     if not call.ok or not isinstance(call.output, GuardOutput):
         raise _failed(call)
     result = await sync_to_async(apply_guard)(
-        job_id=context.job_id, key=context.key, image_id=image.image_id, output=call.output)
+        job_id=context.job_id, key=context.key, image_id=image.image_id, output=call.output
+    )
     return ItemResult.of_calls(result, call)
 
 
@@ -368,12 +426,16 @@ def configured_model(setting: str) -> LLMModel:
     """The model a stage's setting names; refuses clearly when there is none to use."""
     name = getattr(settings, setting, "") or ""
     if not name:
-        raise JobError(f"No model is configured for this stage: set {setting} to the name of "
-                       "an LLM model (admin: LLM models).")
+        raise JobError(
+            f"No model is configured for this stage: set {setting} to the name of "
+            "an LLM model (admin: LLM models)."
+        )
     model = LLMModel.objects.filter(name=name).first()
     if model is None:
-        raise JobError(f"{setting} names the model {name!r}, which does not exist: add it in "
-                       "the admin (LLM models) or change the setting.")
+        raise JobError(
+            f"{setting} names the model {name!r}, which does not exist: add it in "
+            "the admin (LLM models) or change the setting."
+        )
     if not model.active:
         raise JobError(f"The model {name!r} ({setting}) is switched off.")
     return model
@@ -382,32 +444,50 @@ def configured_model(setting: str) -> LLMModel:
 def _launch(*, kind: str, setting: str, prompt_name: str, images: Any, user: Any) -> Job:
     model = configured_model(setting)
     prompt = load_prompt(prompt_name)
-    items = [(source_id, {"image_id": pk})
-             for pk, source_id in images.order_by("pk").values_list("pk", "source_id")]
+    items = [
+        (source_id, {"image_id": pk})
+        for pk, source_id in images.order_by("pk").values_list("pk", "source_id")
+    ]
     if not items:
         raise JobError("No image in this scope is eligible for this job.")
-    return job_launch(kind=kind, items=items, user=user,
-                      params={"model": model.name, "prompt_version": prompt.version})
+    return job_launch(
+        kind=kind,
+        items=items,
+        user=user,
+        params={"model": model.name, "prompt_version": prompt.version},
+    )
 
 
 def generation_launch(*, user: Any, image_ids: list[int] | None = None) -> Job:
     """Generate candidates for the chosen images (those without a question), or for every
     image that needs candidates."""
-    return _launch(kind=GENERATE, setting="LLM_MODEL_GENERATION",
-                   prompt_name="generate_candidates", images=_generation_images(image_ids),
-                   user=user)
+    return _launch(
+        kind=GENERATE,
+        setting="LLM_MODEL_GENERATION",
+        prompt_name="generate_candidates",
+        images=_generation_images(image_ids),
+        user=user,
+    )
 
 
 def guard_launch(*, user: Any, image_ids: list[int] | None = None) -> Job:
     """Run the guard over the chosen images, or every image with accepted candidates and no
     question (images without accepted candidates have nothing to guard and are left out)."""
-    return _launch(kind=GUARD, setting="LLM_MODEL_GUARD", prompt_name="guard",
-                   images=_guard_images(image_ids), user=user)
+    return _launch(
+        kind=GUARD,
+        setting="LLM_MODEL_GUARD",
+        prompt_name="guard",
+        images=_guard_images(image_ids),
+        user=user,
+    )
 
 
 def _generation_images(image_ids: list[int] | None) -> Any:
-    return (Image.objects.filter(pk__in=image_ids, question__isnull=True)
-            if image_ids is not None else Image.objects.needing_candidates())
+    return (
+        Image.objects.filter(pk__in=image_ids, question__isnull=True)
+        if image_ids is not None
+        else Image.objects.needing_candidates()
+    )
 
 
 def _guard_images(image_ids: list[int] | None) -> Any:
@@ -423,8 +503,11 @@ def auto_generation_launch(*, image_id: int) -> Job | None:
     if image is None:
         return None
     pending = JobItem.objects.filter(
-        job__kind=GENERATE, job__status__in=ACTIVE, key=image.source_id,
-        status__in=[ItemStatus.PENDING, ItemStatus.RUNNING])
+        job__kind=GENERATE,
+        job__status__in=ACTIVE,
+        key=image.source_id,
+        status__in=[ItemStatus.PENDING, ItemStatus.RUNNING],
+    )
     if pending.exists():
         return None
     return generation_launch(user=None, image_ids=[image_id])
@@ -463,20 +546,38 @@ def select_images(*, domain: str | None = None, state: str | None = None) -> lis
     elif state == "all_discarded":
         images = images.needing_candidates().filter(Exists(candidates))
     elif state == "in_review":
-        images = images.filter(Exists(candidates.filter(
-            status__in=[CandidateStatus.OPEN, CandidateStatus.DISPUTED])))
+        images = images.filter(
+            Exists(candidates.filter(status__in=[CandidateStatus.OPEN, CandidateStatus.DISPUTED]))
+        )
     return list(images.order_by("pk").values_list("pk", flat=True))
 
 
 register_launcher(
-    "generate", label="Generate candidates (A.1)", kind=GENERATE, order=10, scope_noun="images",
+    "generate",
+    label="Generate candidates (A.1)",
+    kind=GENERATE,
+    order=10,
+    scope_noun="images",
     launch=lambda *, user, ids=None: generation_launch(user=user, image_ids=ids),
     eligible=lambda ids=None: _generation_images(ids).count(),
-    resolve=_resolve_images, model=lambda: configured_model("LLM_MODEL_GENERATION"),
-    calls_per_item=1, select=select_images, domains=image_domains, states=GENERATION_STATES)
+    resolve=_resolve_images,
+    model=lambda: configured_model("LLM_MODEL_GENERATION"),
+    calls_per_item=1,
+    select=select_images,
+    domains=image_domains,
+    states=GENERATION_STATES,
+)
 register_launcher(
-    "guard", label="Guard (A.2)", kind=GUARD, order=20, scope_noun="images",
+    "guard",
+    label="Guard (A.2)",
+    kind=GUARD,
+    order=20,
+    scope_noun="images",
     launch=lambda *, user, ids=None: guard_launch(user=user, image_ids=ids),
     eligible=lambda ids=None: _guard_images(ids).count(),
-    resolve=_resolve_images, model=lambda: configured_model("LLM_MODEL_GUARD"),
-    calls_per_item=1, select=select_images, domains=image_domains)
+    resolve=_resolve_images,
+    model=lambda: configured_model("LLM_MODEL_GUARD"),
+    calls_per_item=1,
+    select=select_images,
+    domains=image_domains,
+)

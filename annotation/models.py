@@ -162,11 +162,17 @@ class Candidate(models.Model):
     origin = models.CharField(max_length=16, choices=CandidateOrigin.choices)
     # Who wrote the text (null for LLM and imported text). An agreed revision has two authors.
     author = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
         related_name="+",
     )
     co_author = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
         related_name="+",
     )
     status = models.CharField(
@@ -216,11 +222,17 @@ class Review(models.Model):
     slot = models.PositiveSmallIntegerField()
     # Copies of the candidate's authors so that a check constraint can refuse a self-review.
     candidate_author = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
         related_name="+",
     )
     candidate_co_author = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
         related_name="+",
     )
     decision = models.CharField(max_length=8, choices=Decision.choices)

@@ -87,9 +87,11 @@ def _set_status(
     candidate: Candidate, new: CandidateStatus, *, actor, reason: str, now: datetime
 ) -> None:
     old = candidate.status
-    resolved_at = now if new in (
-        CandidateStatus.ACCEPTED, CandidateStatus.DISCARDED, CandidateStatus.REVISED
-    ) else None
+    resolved_at = (
+        now
+        if new in (CandidateStatus.ACCEPTED, CandidateStatus.DISCARDED, CandidateStatus.REVISED)
+        else None
+    )
     changed = Candidate.objects.filter(pk=candidate.pk, status=old).update(
         status=new, resolved_at=resolved_at
     )
@@ -243,8 +245,10 @@ def review_claim(*, user, now: datetime | None = None) -> Claimed | None:
         ).exclude(annotator=user)
         queryset = (
             Candidate.objects.reviewable_by(user)
-            .alias(n_taken=_count(Review.objects.filter(candidate=OuterRef("pk")))
-                   + _count(others_claims))
+            .alias(
+                n_taken=_count(Review.objects.filter(candidate=OuterRef("pk")))
+                + _count(others_claims)
+            )
             .filter(n_taken__lt=2)
             .select_related("image")
             .order_by("id")
@@ -263,8 +267,11 @@ def review_claim(*, user, now: datetime | None = None) -> Claimed | None:
                 continue
             # One INSERT ... ON CONFLICT: an expired claim of this person's is renewed.
             ReviewClaim.objects.bulk_create(
-                [ReviewClaim(candidate=candidate, annotator=user, expires_at=expires_at,
-                             created_at=now)],
+                [
+                    ReviewClaim(
+                        candidate=candidate, annotator=user, expires_at=expires_at, created_at=now
+                    )
+                ],
                 update_conflicts=True,
                 unique_fields=["candidate", "annotator"],
                 update_fields=["expires_at", "created_at"],
@@ -368,16 +375,31 @@ def review_submit(
 def _resolve_pair(candidate: Candidate, first: Review, second: Review, *, now: datetime) -> None:
     decisions = {first.decision, second.decision}
     if decisions == {Decision.ACCEPT}:
-        _set_status(candidate, CandidateStatus.ACCEPTED, actor=second.annotator,
-                    reason="two acceptances", now=now)
+        _set_status(
+            candidate,
+            CandidateStatus.ACCEPTED,
+            actor=second.annotator,
+            reason="two acceptances",
+            now=now,
+        )
     elif decisions == {Decision.DISCARD}:
-        _set_status(candidate, CandidateStatus.DISCARDED, actor=second.annotator,
-                    reason="two discards", now=now)
+        _set_status(
+            candidate,
+            CandidateStatus.DISCARDED,
+            actor=second.annotator,
+            reason="two discards",
+            now=now,
+        )
     elif decisions == {Decision.REVISE} and normalize_text(first.revised_text) == normalize_text(
         second.revised_text
     ):
-        _set_status(candidate, CandidateStatus.REVISED, actor=second.annotator,
-                    reason="two identical revisions", now=now)
+        _set_status(
+            candidate,
+            CandidateStatus.REVISED,
+            actor=second.annotator,
+            reason="two identical revisions",
+            now=now,
+        )
         _child_candidate(
             candidate,
             text=first.revised_text,
@@ -387,8 +409,13 @@ def _resolve_pair(candidate: Candidate, first: Review, second: Review, *, now: d
             now=now,
         )
     else:
-        _set_status(candidate, CandidateStatus.DISPUTED, actor=second.annotator,
-                    reason=f"{first.decision} against {second.decision}", now=now)
+        _set_status(
+            candidate,
+            CandidateStatus.DISPUTED,
+            actor=second.annotator,
+            reason=f"{first.decision} against {second.decision}",
+            now=now,
+        )
 
 
 # --- adjudication -------------------------------------------------------------------------
@@ -519,7 +546,10 @@ def adjudication_resolve(
 
 @transaction.atomic
 def final_question_promote(
-    *, user, candidate_id: int, method: str = FinalQuestion.Method.MANUAL,
+    *,
+    user,
+    candidate_id: int,
+    method: str = FinalQuestion.Method.MANUAL,
     now: datetime | None = None,
 ) -> FinalQuestion:
     """Make an accepted candidate its image's question. Until the guard job exists, admins do
@@ -529,8 +559,9 @@ def final_question_promote(
         raise NotAllowed("Only admins promote a candidate to the image's question.")
     candidate = _lock_candidate(candidate_id)
     if candidate.status != CandidateStatus.ACCEPTED:
-        raise Conflict(f"Only an accepted candidate can become the question; this one is "
-                       f"{candidate.status}.")
+        raise Conflict(
+            f"Only an accepted candidate can become the question; this one is {candidate.status}."
+        )
     if FinalQuestion.objects.filter(image_id=candidate.image_id).exists():
         raise Conflict("This image has its question already.")
     try:
@@ -560,8 +591,9 @@ def final_question_promote(
 
 
 @transaction.atomic
-def question_correct(*, user, question_id: int, field_name: str, value: str, reason: str,
-                     now: datetime | None = None) -> QuestionCorrection:
+def question_correct(
+    *, user, question_id: int, field_name: str, value: str, reason: str, now: datetime | None = None
+) -> QuestionCorrection:
     """Correct the ground-truth entity or the wording of a question, with a reason."""
     now = now or timezone.now()
     if not access.is_admin(user):
@@ -572,8 +604,12 @@ def question_correct(*, user, question_id: int, field_name: str, value: str, rea
         raise InvalidInput("value is required.", "value")
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInput("reason is required.", "reason")
-    question = FinalQuestion.objects.select_for_update().select_related("image").filter(
-        pk=question_id).first()
+    question = (
+        FinalQuestion.objects.select_for_update()
+        .select_related("image")
+        .filter(pk=question_id)
+        .first()
+    )
     if question is None:
         raise NotFound(f"There is no question {question_id}.")
     value = " ".join(value.split())
@@ -590,17 +626,28 @@ def question_correct(*, user, question_id: int, field_name: str, value: str, rea
         question.text = value
         question.save(update_fields=["text"])
     correction = QuestionCorrection.objects.create(
-        question=question, field=field_name, old_value=old, new_value=value,
-        reason=reason.strip(), made_by=user, at=now)
-    AuditEvent.objects.create(actor=user, action=f"question.correct.{field_name}",
-                              image_id=question.image_id,
-                              data={"old": old, "new": value, "reason": reason.strip()}, at=now)
+        question=question,
+        field=field_name,
+        old_value=old,
+        new_value=value,
+        reason=reason.strip(),
+        made_by=user,
+        at=now,
+    )
+    AuditEvent.objects.create(
+        actor=user,
+        action=f"question.correct.{field_name}",
+        image_id=question.image_id,
+        data={"old": old, "new": value, "reason": reason.strip()},
+        at=now,
+    )
     return correction
 
 
 @transaction.atomic
-def question_drop(*, user, question_id: int, reason: str, restore: bool = False,
-                  now: datetime | None = None) -> QuestionCorrection:
+def question_drop(
+    *, user, question_id: int, reason: str, restore: bool = False, now: datetime | None = None
+) -> QuestionCorrection:
     """Drop a question for which no sound rubric can be produced (it leaves the export and
     judging), or restore it."""
     now = now or timezone.now()
@@ -619,9 +666,13 @@ def question_drop(*, user, question_id: int, reason: str, restore: bool = False,
     question.drop_reason = "" if restore else reason.strip()
     question.save(update_fields=["dropped_at", "drop_reason"])
     field_name = QuestionCorrection.Field.RESTORE if restore else QuestionCorrection.Field.DROP
-    AuditEvent.objects.create(actor=user, action=f"question.{field_name}",
-                              image_id=question.image_id, data={"reason": reason.strip()},
-                              at=now)
-    return QuestionCorrection.objects.create(question=question, field=field_name,
-                                             reason=reason.strip(), made_by=user, at=now)
-
+    AuditEvent.objects.create(
+        actor=user,
+        action=f"question.{field_name}",
+        image_id=question.image_id,
+        data={"reason": reason.strip()},
+        at=now,
+    )
+    return QuestionCorrection.objects.create(
+        question=question, field=field_name, reason=reason.strip(), made_by=user, at=now
+    )

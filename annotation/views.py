@@ -66,10 +66,12 @@ class RateLimitedLoginView(auth_views.LoginView):
             minutes = max(1, settings.LOGIN_RATE_WINDOW // 60)
             form = self.get_form()
             form.errors.clear()
-            response = self.render_to_response(self.get_context_data(
-                form=form,
-                locked=f"Too many failed attempts. Try again in {minutes} minutes.",
-            ))
+            response = self.render_to_response(
+                self.get_context_data(
+                    form=form,
+                    locked=f"Too many failed attempts. Try again in {minutes} minutes.",
+                )
+            )
             response.status_code = 429
             return response
         response = super().post(request, *args, **kwargs)
@@ -159,8 +161,9 @@ def image_file(request: HttpRequest, source_id: str) -> FileResponse:
 # --- annotators ---------------------------------------------------------------------------
 
 
-def _review_context(request: HttpRequest, *, error: services.ReviewError | None = None,
-                    previous: dict | None = None) -> dict:
+def _review_context(
+    request: HttpRequest, *, error: services.ReviewError | None = None, previous: dict | None = None
+) -> dict:
     claimed = services.review_claim(user=request.user)
     return {
         "claimed": claimed,
@@ -215,14 +218,20 @@ def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
 
 def _adjudication_context(request: HttpRequest, *, error=None, previous=None) -> dict:
     claimed = services.adjudication_claim(user=request.user)
-    context = {"claimed": claimed, "candidate": None, "error": error, "previous": previous or {},
-               "reason_labels": dict(REASON_TAGS)}
+    context = {
+        "claimed": claimed,
+        "candidate": None,
+        "error": error,
+        "previous": previous or {},
+        "reason_labels": dict(REASON_TAGS),
+    }
     if claimed:
         candidate = claimed.candidate
         reviews = list(candidate.reviews.select_related("annotator").order_by("slot"))
         for review in reviews:
-            review.diff = word_diff(candidate.text, review.revised_text) if review.revised_text \
-                else None
+            review.diff = (
+                word_diff(candidate.text, review.revised_text) if review.revised_text else None
+            )
             review.reason_labels = [dict(REASON_TAGS).get(r, r) for r in review.reasons]
         context.update(
             candidate=candidate,
@@ -277,18 +286,18 @@ def _pipeline_counts() -> dict:
     for n_pending, n_accepted, has_question in Image.objects.with_counts().values_list(
         "n_pending", "n_accepted", "has_question"
     ):
-        images[image_status(n_pending=n_pending, n_accepted=n_accepted,
-                            has_question=has_question)] += 1
+        images[
+            image_status(n_pending=n_pending, n_accepted=n_accepted, has_question=has_question)
+        ] += 1
         guard += bool(n_accepted and not has_question)
-    candidates = dict(
-        Candidate.objects.order_by().values_list("status").annotate(n=Count("id"))
-    )
+    candidates = dict(Candidate.objects.order_by().values_list("status").annotate(n=Count("id")))
     return {
-        "images": [(status.label, status.value, images.get(status, 0))
-                   for status in ImageStatus],
+        "images": [(status.label, status.value, images.get(status, 0)) for status in ImageStatus],
         "images_total": sum(images.values()),
-        "candidates": [(status.label, status.value, candidates.get(status.value, 0))
-                       for status in CandidateStatus],
+        "candidates": [
+            (status.label, status.value, candidates.get(status.value, 0))
+            for status in CandidateStatus
+        ],
         "candidates_total": sum(candidates.values()),
         "questions": FinalQuestion.objects.count(),
         "guard": guard,
@@ -303,11 +312,15 @@ def _pipeline_waits(counts: dict) -> list[tuple[str, str, int, str]]:
     live = FinalQuestion.objects.filter(dropped_at__isnull=True)
     build = live.filter(~Exists(RubricVersion.objects.filter(rubric__question=OuterRef("pk"))))
     versions = RubricVersion.objects.filter(rubric=OuterRef("pk")).order_by("-id")
-    rubrics = Rubric.objects.filter(question__dropped_at__isnull=True).annotate(
-        latest=Subquery(versions.values("stage")[:1]),
-        latest_open=Exists(versions.filter(frozen_at__isnull=True)),
-        final=Subquery(versions.filter(frozen_at__isnull=False).values("stage")[:1]),
-    ).values_list("latest", "latest_open", "final")
+    rubrics = (
+        Rubric.objects.filter(question__dropped_at__isnull=True)
+        .annotate(
+            latest=Subquery(versions.values("stage")[:1]),
+            latest_open=Exists(versions.filter(frozen_at__isnull=True)),
+            final=Subquery(versions.filter(frozen_at__isnull=False).values("stage")[:1]),
+        )
+        .values_list("latest", "latest_open", "final")
+    )
     waits: Counter = Counter()
     for latest, open_draft, final in rubrics:
         if latest == Stage.LLM_DRAFT:
@@ -323,15 +336,27 @@ def _pipeline_waits(counts: dict) -> list[tuple[str, str, int, str]]:
         elif final == Stage.HUMAN_2:
             waits["final"] += 1
     return [
-        ("Images needing candidates (generation, A.1)", "generate",
-         by_status.get(ImageStatus.NEEDS_CANDIDATES.value, 0), "generate"),
+        (
+            "Images needing candidates (generation, A.1)",
+            "generate",
+            by_status.get(ImageStatus.NEEDS_CANDIDATES.value, 0),
+            "generate",
+        ),
         ("Images with accepted candidates and no question (guard, A.2)", "guard", guard, "guard"),
         ("Questions without a rubric (build, A.3)", "build", build.count(), "build"),
-        ("Rubrics waiting for refinement 1 (latest: LLM draft)", "refine1", waits["refine1"],
-         "refine1"),
+        (
+            "Rubrics waiting for refinement 1 (latest: LLM draft)",
+            "refine1",
+            waits["refine1"],
+            "refine1",
+        ),
         ("Rubrics waiting for human round 1", "human1", waits["human1"], ""),
-        ("Rubrics waiting for refinement 2 (latest frozen: human round 1)", "refine2",
-         waits["refine2"], "refine2"),
+        (
+            "Rubrics waiting for refinement 2 (latest frozen: human round 1)",
+            "refine2",
+            waits["refine2"],
+            "refine2",
+        ),
         ("Rubrics waiting for human round 2", "human2", waits["human2"], ""),
         ("Final rubrics (human round 2 done)", "final", waits["final"], ""),
     ]
@@ -346,12 +371,16 @@ def pipeline(request: HttpRequest) -> HttpResponse:
         .order_by("image_id", "id")[:100]
     )
     counts = _pipeline_counts()
-    return render(request, "annotation/pipeline.html", {
-        "counts": counts,
-        "waits": _pipeline_waits(counts),
-        "awaiting": awaiting,
-        "recent": AuditEvent.objects.select_related("actor").order_by("-id")[:20],
-    })
+    return render(
+        request,
+        "annotation/pipeline.html",
+        {
+            "counts": counts,
+            "waits": _pipeline_waits(counts),
+            "awaiting": awaiting,
+            "recent": AuditEvent.objects.select_related("actor").order_by("-id")[:20],
+        },
+    )
 
 
 @login_required
@@ -380,13 +409,17 @@ def image_page(request: HttpRequest, source_id: str) -> HttpResponse:
     )
     events = image.events.select_related("actor", "candidate").order_by("id")
     question = FinalQuestion.objects.filter(image=image).first()
-    return render(request, "annotation/image.html", {
-        "image": image,
-        "question": question,
-        "corrections": question.corrections.select_related("made_by") if question else [],
-        "candidates": candidates,
-        "events": events,
-    })
+    return render(
+        request,
+        "annotation/image.html",
+        {
+            "image": image,
+            "question": question,
+            "corrections": question.corrections.select_related("made_by") if question else [],
+            "candidates": candidates,
+            "events": events,
+        },
+    )
 
 
 @login_required
@@ -415,17 +448,30 @@ def question_correct(request: HttpRequest, question_id: int) -> HttpResponse:
     reason = request.POST.get("reason", "")
     try:
         if field_name in ("drop", "restore"):
-            services.question_drop(user=request.user, question_id=question.pk, reason=reason,
-                                   restore=field_name == "restore")
+            services.question_drop(
+                user=request.user,
+                question_id=question.pk,
+                reason=reason,
+                restore=field_name == "restore",
+            )
         else:
-            services.question_correct(user=request.user, question_id=question.pk,
-                                      field_name=field_name,
-                                      value=request.POST.get("value", ""), reason=reason)
+            services.question_correct(
+                user=request.user,
+                question_id=question.pk,
+                field_name=field_name,
+                value=request.POST.get("value", ""),
+                reason=reason,
+            )
     except services.ReviewError as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, {"drop": "Question dropped.", "restore": "Question restored.",
-                                   }.get(field_name, "Correction saved."))
+        messages.success(
+            request,
+            {
+                "drop": "Question dropped.",
+                "restore": "Question restored.",
+            }.get(field_name, "Correction saved."),
+        )
     return redirect("image", source_id=question.image.source_id)
 
 
@@ -442,8 +488,9 @@ def _safe_next(request: HttpRequest) -> bool:
 @require_http_methods(["GET", "POST"])
 def import_page(request: HttpRequest) -> HttpResponse:
     _require(access.is_admin, request, "admins")
-    context: dict = {"batches": ImportBatch.objects.select_related("created_by")
-                     .order_by("-id")[:10]}
+    context: dict = {
+        "batches": ImportBatch.objects.select_related("created_by").order_by("-id")[:10]
+    }
     if request.method == "POST":
         manifest = request.FILES.get("manifest")
         if manifest is None:
@@ -451,8 +498,11 @@ def import_page(request: HttpRequest) -> HttpResponse:
         else:
             try:
                 result = import_from_upload(
-                    manifest.read(), request.FILES.get("images"), actor=request.user,
-                    source=ImportBatch.Source.WEB, file_name=manifest.name,
+                    manifest.read(),
+                    request.FILES.get("images"),
+                    actor=request.user,
+                    source=ImportBatch.Source.WEB,
+                    file_name=manifest.name,
                 )
             except ImportProblems as exc:
                 context["problems"] = exc.problems
@@ -462,4 +512,3 @@ def import_page(request: HttpRequest) -> HttpResponse:
         status = 400 if context.get("problems") and not request.htmx else 200
         return render(request, template, context, status=status)
     return render(request, "annotation/import.html", context)
-

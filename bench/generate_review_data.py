@@ -73,8 +73,18 @@ N_ANNOTATORS = 30
 N_ADJUDICATORS = 3
 PHOTO_NAME = "images/bench-shared-photo.jpg"
 DOMAINS = ["animals", "food", "vehicles", "people", "objects", "places", "plants", "art"]
-ENTITIES = ["Tabby cat", "Cappuccino", "Falcon 9", "Eileen Collins", "Greek coin",
-            "Hubble Deep Field", "Monstera", "Water lilies", "Beef bourguignon", "Red panda"]
+ENTITIES = [
+    "Tabby cat",
+    "Cappuccino",
+    "Falcon 9",
+    "Eileen Collins",
+    "Greek coin",
+    "Hubble Deep Field",
+    "Monstera",
+    "Water lilies",
+    "Beef bourguignon",
+    "Red panda",
+]
 QUESTIONS = [
     "What is this {e}, and how did it come to look the way it does?",
     "Where is {e} usually found, and why there?",
@@ -84,8 +94,12 @@ QUESTIONS = [
 ]
 # Outcome of a pair of reviews of one candidate (before adjudication).
 OUTCOMES = [("accepted", 0.50), ("discarded", 0.12), ("revised", 0.08), ("disputed", 0.30)]
-DISPUTE_PAIRS = [("accept", "discard"), ("accept", "revise"), ("revise", "discard"),
-                 ("revise", "revise")]  # revise+revise here means two different revisions
+DISPUTE_PAIRS = [
+    ("accept", "discard"),
+    ("accept", "revise"),
+    ("revise", "discard"),
+    ("revise", "revise"),
+]  # revise+revise here means two different revisions
 ADJUDICATED_SHARE = 0.6
 CHILD_REVIEWED_SHARE = 0.5  # revision children that were reviewed in turn (the rest stay open)
 MAX_ROUND = 3
@@ -94,14 +108,24 @@ MAX_ROUND = 3
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--images", type=int, default=1938)
-    parser.add_argument("--reviewed", type=int, default=6000,
-                        help="candidates with two reviews (default 6000, i.e. 12000 reviews)")
-    parser.add_argument("--open-pool", type=int, default=6000,
-                        help="open candidates with no review, for the load test (default 6000)")
+    parser.add_argument(
+        "--reviewed",
+        type=int,
+        default=6000,
+        help="candidates with two reviews (default 6000, i.e. 12000 reviews)",
+    )
+    parser.add_argument(
+        "--open-pool",
+        type=int,
+        default=6000,
+        help="open candidates with no review, for the load test (default 6000)",
+    )
     parser.add_argument("--seed", type=int, default=20240601)
-    parser.add_argument("--reset", action="store_true",
-                        help="empty the annotation tables first (refused when images exist "
-                             "without it)")
+    parser.add_argument(
+        "--reset",
+        action="store_true",
+        help="empty the annotation tables first (refused when images exist without it)",
+    )
     parser.add_argument("--tokens", type=Path, default=BENCH_DIR / "out" / "tokens.json")
     args = parser.parse_args(argv)
     for name in ("images", "reviewed", "open_pool"):
@@ -128,10 +152,12 @@ def bench_users() -> tuple[list[User], list[User]]:
         Token.objects.get_or_create(user=user)
         return user
 
-    annotators = [person(f"bench-annotator-{i:02d}", annotator_group)
-                  for i in range(1, N_ANNOTATORS + 1)]
-    adjudicators = [person(f"bench-adjudicator-{i}", adjudicator_group)
-                    for i in range(1, N_ADJUDICATORS + 1)]
+    annotators = [
+        person(f"bench-annotator-{i:02d}", annotator_group) for i in range(1, N_ANNOTATORS + 1)
+    ]
+    adjudicators = [
+        person(f"bench-adjudicator-{i}", adjudicator_group) for i in range(1, N_ADJUDICATORS + 1)
+    ]
     return annotators, adjudicators
 
 
@@ -199,8 +225,21 @@ def shared_photo() -> str:
 class Planned:
     """A candidate to insert, with its reviews and adjudication, before it has a primary key."""
 
-    __slots__ = ("image", "text", "round", "parent", "origin", "author", "co_author",
-                 "status", "created_at", "resolved_at", "reviews", "adjudication", "row")
+    __slots__ = (
+        "image",
+        "text",
+        "round",
+        "parent",
+        "origin",
+        "author",
+        "co_author",
+        "status",
+        "created_at",
+        "resolved_at",
+        "reviews",
+        "adjudication",
+        "row",
+    )
 
     def __init__(self, image, text, round_, parent, origin, author, co_author, created_at):
         self.image, self.text, self.round, self.parent = image, text, round_, parent
@@ -240,8 +279,9 @@ def review_pair(rng, cand: Planned, annotators, adjudicators, now) -> list[Plann
         decisions = rng.choice(DISPUTE_PAIRS)
         if rng.random() < 0.5:
             decisions = decisions[::-1]
-        texts = tuple(f"{revision} (version {i})" if d == "revise" else ""
-                      for i, d in enumerate(decisions, 1))
+        texts = tuple(
+            f"{revision} (version {i})" if d == "revise" else "" for i, d in enumerate(decisions, 1)
+        )
     t1 = cand.created_at + timedelta(minutes=rng.randint(5, 3 * 24 * 60))
     t2 = t1 + timedelta(minutes=rng.randint(1, 24 * 60))
     t1, t2 = min(t1, now), min(t2, now)
@@ -249,10 +289,17 @@ def review_pair(rng, cand: Planned, annotators, adjudicators, now) -> list[Plann
         zip((first, second), decisions, texts, (t1, t2), strict=True), start=1
     ):
         reasons = [] if decision == "accept" else rng.sample(REASON_KEYS, rng.randint(1, 2))
-        cand.reviews.append({
-            "annotator": who, "slot": slot, "decision": decision, "revised_text": text,
-            "reasons": reasons, "seconds": rng.randint(15, 400), "created_at": at,
-        })
+        cand.reviews.append(
+            {
+                "annotator": who,
+                "slot": slot,
+                "decision": decision,
+                "revised_text": text,
+                "reasons": reasons,
+                "seconds": rng.randint(15, 400),
+                "created_at": at,
+            }
+        )
     children = []
     if decisions == ("accept", "accept"):
         cand.status = CandidateStatus.ACCEPTED
@@ -260,8 +307,18 @@ def review_pair(rng, cand: Planned, annotators, adjudicators, now) -> list[Plann
         cand.status = CandidateStatus.DISCARDED
     elif decisions == ("revise", "revise") and normalize_text(texts[0]) == normalize_text(texts[1]):
         cand.status = CandidateStatus.REVISED
-        children.append(Planned(cand.image, texts[0], cand.round + 1, cand,
-                                CandidateOrigin.REVISION, first, second, t2))
+        children.append(
+            Planned(
+                cand.image,
+                texts[0],
+                cand.round + 1,
+                cand,
+                CandidateOrigin.REVISION,
+                first,
+                second,
+                t2,
+            )
+        )
     else:
         cand.status = CandidateStatus.DISPUTED
     cand.resolved_at = t2 if cand.status != CandidateStatus.DISPUTED else None
@@ -281,18 +338,37 @@ def review_pair(rng, cand: Planned, annotators, adjudicators, now) -> list[Plann
                 revised = texts[chosen_slot]
             else:
                 revised = f"{revision} (adjudicated)"
-        cand.adjudication = {"adjudicator": adjudicator, "decision": decision,
-                             "revised_text": revised, "chosen_slot": chosen_slot,
-                             "seconds": rng.randint(30, 600), "created_at": at}
-        cand.status = {"accept": CandidateStatus.ACCEPTED, "discard": CandidateStatus.DISCARDED,
-                       "revise": CandidateStatus.REVISED}[decision]
+        cand.adjudication = {
+            "adjudicator": adjudicator,
+            "decision": decision,
+            "revised_text": revised,
+            "chosen_slot": chosen_slot,
+            "seconds": rng.randint(30, 600),
+            "created_at": at,
+        }
+        cand.status = {
+            "accept": CandidateStatus.ACCEPTED,
+            "discard": CandidateStatus.DISCARDED,
+            "revise": CandidateStatus.REVISED,
+        }[decision]
         cand.resolved_at = at
         if decision == "revise":
             # As services.adjudication_resolve: the picked annotator, else the adjudicator.
-            author = (cand.reviews[chosen_slot]["annotator"] if chosen_slot is not None
-                      else adjudicator)
-            children.append(Planned(cand.image, revised, cand.round + 1, cand,
-                                    CandidateOrigin.ADJUDICATION, author, None, at))
+            author = (
+                cand.reviews[chosen_slot]["annotator"] if chosen_slot is not None else adjudicator
+            )
+            children.append(
+                Planned(
+                    cand.image,
+                    revised,
+                    cand.round + 1,
+                    cand,
+                    CandidateOrigin.ADJUDICATION,
+                    author,
+                    None,
+                    at,
+                )
+            )
     return children
 
 
@@ -340,39 +416,71 @@ def make_plan(rng, args, images, annotators, adjudicators, now) -> list[Planned]
 def insert(rng, args, annotators, adjudicators) -> dict:
     now = timezone.now()
     photo = shared_photo()
-    batch = ImportBatch.objects.create(source=ImportBatch.Source.COMMAND,
-                                       file_name="bench/generate_review_data.py",
-                                       imported=args.images, created_at=now - timedelta(days=31))
-    images = Image.objects.bulk_create([
-        Image(source_id=f"bench-{i:05d}", file=photo,
-              entity=f"{rng.choice(ENTITIES)} {i}", domain=rng.choice(DOMAINS),
-              popularity=pick(rng, [(Popularity.HEAD, 0.3), (Popularity.TORSO, 0.4),
-                                    (Popularity.TAIL, 0.3)]),
-              egocentric=rng.random() < 0.1, import_batch=batch,
-              created_at=now - timedelta(days=31))
-        for i in range(1, args.images + 1)
-    ], batch_size=2000)
+    batch = ImportBatch.objects.create(
+        source=ImportBatch.Source.COMMAND,
+        file_name="bench/generate_review_data.py",
+        imported=args.images,
+        created_at=now - timedelta(days=31),
+    )
+    images = Image.objects.bulk_create(
+        [
+            Image(
+                source_id=f"bench-{i:05d}",
+                file=photo,
+                entity=f"{rng.choice(ENTITIES)} {i}",
+                domain=rng.choice(DOMAINS),
+                popularity=pick(
+                    rng, [(Popularity.HEAD, 0.3), (Popularity.TORSO, 0.4), (Popularity.TAIL, 0.3)]
+                ),
+                egocentric=rng.random() < 0.1,
+                import_batch=batch,
+                created_at=now - timedelta(days=31),
+            )
+            for i in range(1, args.images + 1)
+        ],
+        batch_size=2000,
+    )
     plan = make_plan(rng, args, images, annotators, adjudicators, now) if images else []
 
     # Candidates level by level, so that each parent has its primary key before its children.
     for level in range(1, MAX_ROUND + 1):
         todo = [c for c in plan if c.round == level]
-        rows = [Candidate(image=c.image, text=c.text, round=c.round,
-                          parent=c.parent.row if c.parent else None, origin=c.origin,
-                          author=c.author, co_author=c.co_author, status=c.status,
-                          created_at=c.created_at, resolved_at=c.resolved_at) for c in todo]
-        for c, row in zip(todo, Candidate.objects.bulk_create(rows, batch_size=2000),
-                          strict=True):
+        rows = [
+            Candidate(
+                image=c.image,
+                text=c.text,
+                round=c.round,
+                parent=c.parent.row if c.parent else None,
+                origin=c.origin,
+                author=c.author,
+                co_author=c.co_author,
+                status=c.status,
+                created_at=c.created_at,
+                resolved_at=c.resolved_at,
+            )
+            for c in todo
+        ]
+        for c, row in zip(todo, Candidate.objects.bulk_create(rows, batch_size=2000), strict=True):
             c.row = row
 
     review_rows, owners = [], []
     for c in plan:
         for r in c.reviews:
-            review_rows.append(Review(
-                candidate=c.row, annotator=r["annotator"], slot=r["slot"],
-                candidate_author=c.author, candidate_co_author=c.co_author,
-                decision=r["decision"], revised_text=r["revised_text"], reasons=r["reasons"],
-                comment="", seconds=r["seconds"], created_at=r["created_at"]))
+            review_rows.append(
+                Review(
+                    candidate=c.row,
+                    annotator=r["annotator"],
+                    slot=r["slot"],
+                    candidate_author=c.author,
+                    candidate_co_author=c.co_author,
+                    decision=r["decision"],
+                    revised_text=r["revised_text"],
+                    reasons=r["reasons"],
+                    comment="",
+                    seconds=r["seconds"],
+                    created_at=r["created_at"],
+                )
+            )
             owners.append(c)
     reviews = Review.objects.bulk_create(review_rows, batch_size=2000)
     by_candidate: dict[int, list[Review]] = {}
@@ -385,57 +493,99 @@ def insert(rng, args, annotators, adjudicators) -> dict:
         if a is None:
             continue
         chosen = by_candidate[id(c)][a["chosen_slot"]] if a["chosen_slot"] is not None else None
-        adjudications.append(Adjudication(
-            candidate=c.row, adjudicator=a["adjudicator"], decision=a["decision"],
-            revised_text=a["revised_text"], chosen_review=chosen, comment="",
-            seconds=a["seconds"], created_at=a["created_at"]))
+        adjudications.append(
+            Adjudication(
+                candidate=c.row,
+                adjudicator=a["adjudicator"],
+                decision=a["decision"],
+                revised_text=a["revised_text"],
+                chosen_review=chosen,
+                comment="",
+                seconds=a["seconds"],
+                created_at=a["created_at"],
+            )
+        )
     Adjudication.objects.bulk_create(adjudications, batch_size=2000)
 
     events = []
     for c in plan:
         if c.parent is not None:
-            events.append(AuditEvent(actor=c.author, action="candidate.create", candidate=c.row,
-                                     image=c.image, at=c.created_at,
-                                     data={"origin": c.origin, "parent": c.parent.row.pk,
-                                           "round": c.round}))
+            events.append(
+                AuditEvent(
+                    actor=c.author,
+                    action="candidate.create",
+                    candidate=c.row,
+                    image=c.image,
+                    at=c.created_at,
+                    data={"origin": c.origin, "parent": c.parent.row.pk, "round": c.round},
+                )
+            )
         if c.reviews:
             second = c.reviews[1]
-            paired = {"accept": "two acceptances", "discard": "two discards",
-                      "revise": "two identical revisions"}
-            first_status = (CandidateStatus.DISPUTED if c.adjudication
-                            else c.status)
-            events.append(AuditEvent(
-                actor=second["annotator"], action="candidate.status", candidate=c.row,
-                image=c.image, at=second["created_at"],
-                data={"from": "open", "to": first_status,
-                      "reason": paired[c.reviews[0]["decision"]] if first_status != "disputed"
-                      else f"{c.reviews[0]['decision']} against {second['decision']}"}))
+            paired = {
+                "accept": "two acceptances",
+                "discard": "two discards",
+                "revise": "two identical revisions",
+            }
+            first_status = CandidateStatus.DISPUTED if c.adjudication else c.status
+            events.append(
+                AuditEvent(
+                    actor=second["annotator"],
+                    action="candidate.status",
+                    candidate=c.row,
+                    image=c.image,
+                    at=second["created_at"],
+                    data={
+                        "from": "open",
+                        "to": first_status,
+                        "reason": paired[c.reviews[0]["decision"]]
+                        if first_status != "disputed"
+                        else f"{c.reviews[0]['decision']} against {second['decision']}",
+                    },
+                )
+            )
         if c.adjudication:
             a = c.adjudication
-            events.append(AuditEvent(
-                actor=a["adjudicator"], action="candidate.status", candidate=c.row,
-                image=c.image, at=a["created_at"],
-                data={"from": "disputed", "to": c.status,
-                      "reason": f"adjudicated: {a['decision']}"}))
+            events.append(
+                AuditEvent(
+                    actor=a["adjudicator"],
+                    action="candidate.status",
+                    candidate=c.row,
+                    image=c.image,
+                    at=a["created_at"],
+                    data={
+                        "from": "disputed",
+                        "to": c.status,
+                        "reason": f"adjudicated: {a['decision']}",
+                    },
+                )
+            )
     AuditEvent.objects.bulk_create(events, batch_size=2000)
 
     counts: dict[str, int] = {}
     for c in plan:
         counts[c.status] = counts.get(c.status, 0) + 1
-    return {"images": len(images), "candidates": len(plan), "reviews": len(reviews),
-            "adjudications": len(adjudications), "audit_events": len(events),
-            "by_status": dict(sorted(counts.items())),
-            "open_with_author": sum(1 for c in plan
-                                    if c.status == CandidateStatus.OPEN and c.author)}
+    return {
+        "images": len(images),
+        "candidates": len(plan),
+        "reviews": len(reviews),
+        "adjudications": len(adjudications),
+        "audit_events": len(events),
+        "by_status": dict(sorted(counts.items())),
+        "open_with_author": sum(1 for c in plan if c.status == CandidateStatus.OPEN and c.author),
+    }
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
     if Image.objects.exists() and not args.reset:
-        print(f"The database ({connection.vendor}, {connection.settings_dict['NAME']}) has "
-              f"{Image.objects.count()} images already; give --reset to empty the "
-              "annotation tables first.", file=sys.stderr)
+        print(
+            f"The database ({connection.vendor}, {connection.settings_dict['NAME']}) has "
+            f"{Image.objects.count()} images already; give --reset to empty the "
+            "annotation tables first.",
+            file=sys.stderr,
+        )
         return 2
     if args.reset:
         reset()

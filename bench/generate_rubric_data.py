@@ -75,16 +75,27 @@ USERNAME = "bench-reviser-{:02d}"
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--questions", type=int, default=200,
-                        help="final questions, each with a rubric (default 200)")
-    parser.add_argument("--checks", type=int, default=60,
-                        help="checks of each llm_refined_1 version (default 60; at least "
-                             "what the base document compiles to, 29-41)")
+    parser.add_argument(
+        "--questions",
+        type=int,
+        default=200,
+        help="final questions, each with a rubric (default 200)",
+    )
+    parser.add_argument(
+        "--checks",
+        type=int,
+        default=60,
+        help="checks of each llm_refined_1 version (default 60; at least "
+        "what the base document compiles to, 29-41)",
+    )
     parser.add_argument("--revisers", type=int, default=N_REVISERS)
     parser.add_argument("--seed", type=int, default=20240602)
-    parser.add_argument("--reset", action="store_true",
-                        help="empty the rubric tables and this script's questions first "
-                             "(refused when rubrics exist without it)")
+    parser.add_argument(
+        "--reset",
+        action="store_true",
+        help="empty the rubric tables and this script's questions first "
+        "(refused when rubrics exist without it)",
+    )
     parser.add_argument("--credentials", type=Path, default=BENCH_DIR / "out" / "revisers.json")
     args = parser.parse_args(argv)
     if not 1 <= args.questions <= 100_000:
@@ -114,12 +125,20 @@ def meta_rubric(rng: random.Random, checks: int) -> dict[str, Any]:
         base = {"id": f"I{len(items) + 1}", "snippets": rng.sample(snippets, rng.randint(0, 2))}
         if missing >= 4:
             size = min(missing, rng.randint(4, 7))
-            items.append({**base, "type": "strict_list", "tier": rng.choice(TIERS),
-                          "topic": phrase(rng, 3), "items": members(rng, "m", size)})
+            items.append(
+                {
+                    **base,
+                    "type": "strict_list",
+                    "tier": rng.choice(TIERS),
+                    "topic": phrase(rng, 3),
+                    "items": members(rng, "m", size),
+                }
+            )
             count += size
         else:
-            items.append({**base, "type": "fact", "tier": rng.choice(TIERS),
-                          "statement": phrase(rng, 10)})
+            items.append(
+                {**base, "type": "fact", "tier": rng.choice(TIERS), "statement": phrase(rng, 10)}
+            )
             count += 1
     return document
 
@@ -140,14 +159,19 @@ def reset_blockers() -> list[str]:
     }
 
     def keys(model):
-        return [f for f in model._meta.get_fields()
-                if (f.many_to_one or f.one_to_one) and f.concrete]
+        return [
+            f for f in model._meta.get_fields() if (f.many_to_one or f.one_to_one) and f.concrete
+        ]
 
     cascaded: set = set()
     # Bounded: each pass adds at least one model or stops.
     for _ in range(len(apps.get_models()) + 1):
-        more = {m for m in apps.get_models() if m not in rubric_models | cascaded
-                and any(f.related_model in rubric_models | cascaded for f in keys(m))}
+        more = {
+            m
+            for m in apps.get_models()
+            if m not in rubric_models | cascaded
+            and any(f.related_model in rubric_models | cascaded for f in keys(m))
+        }
         if not more:
             break
         cascaded |= more
@@ -156,8 +180,10 @@ def reset_blockers() -> list[str]:
         if model in rubric_models | cascaded or model in mine:
             continue
         for f in keys(model):
-            if f.related_model in mine and model.objects.filter(
-                    **{f"{f.name}__in": mine[f.related_model]}).exists():
+            if (
+                f.related_model in mine
+                and model.objects.filter(**{f"{f.name}__in": mine[f.related_model]}).exists()
+            ):
                 found.append(f"{model._meta.label}.{f.name}")
     return found
 
@@ -165,8 +191,10 @@ def reset_blockers() -> list[str]:
 def reset() -> None:
     blockers = reset_blockers()
     if blockers:
-        raise SystemExit("--reset would delete rows that point at the rubrics or at this "
-                         f"script's questions ({', '.join(blockers)}); not resetting.")
+        raise SystemExit(
+            "--reset would delete rows that point at the rubrics or at this "
+            f"script's questions ({', '.join(blockers)}); not resetting."
+        )
     models = list(apps.get_app_config("rubrics").get_models())
     with transaction.atomic():
         if connection.vendor == "postgresql":
@@ -209,44 +237,76 @@ def revisers(count: int, password: str) -> list[User]:
 
 def questions(rng: random.Random, count: int, now) -> list[FinalQuestion]:
     photo = shared_photo()
-    batch = ImportBatch.objects.create(source=ImportBatch.Source.COMMAND,
-                                       file_name="bench/generate_rubric_data.py",
-                                       imported=count, created_at=now - timedelta(days=20))
-    images = Image.objects.bulk_create([
-        Image(source_id=f"{SOURCE_PREFIX}{i:05d}", file=photo,
-              entity=f"{rng.choice(ENTITIES)} {i}", domain=rng.choice(DOMAINS),
-              popularity=rng.choice(Popularity.values), import_batch=batch,
-              created_at=now - timedelta(days=20))
-        for i in range(1, count + 1)
-    ], batch_size=2000)
-    candidates = Candidate.objects.bulk_create([
-        Candidate(image=image, text=rng.choice(QUESTIONS).format(e=image.entity.lower()),
-                  origin=CandidateOrigin.LLM, status=CandidateStatus.ACCEPTED,
-                  created_at=now - timedelta(days=15), resolved_at=now - timedelta(days=10))
-        for image in images
-    ], batch_size=2000)
-    return FinalQuestion.objects.bulk_create([
-        FinalQuestion(image=c.image, candidate=c, text=c.text,
-                      method=FinalQuestion.Method.GUARD, created_at=now - timedelta(days=9))
-        for c in candidates
-    ], batch_size=2000)
+    batch = ImportBatch.objects.create(
+        source=ImportBatch.Source.COMMAND,
+        file_name="bench/generate_rubric_data.py",
+        imported=count,
+        created_at=now - timedelta(days=20),
+    )
+    images = Image.objects.bulk_create(
+        [
+            Image(
+                source_id=f"{SOURCE_PREFIX}{i:05d}",
+                file=photo,
+                entity=f"{rng.choice(ENTITIES)} {i}",
+                domain=rng.choice(DOMAINS),
+                popularity=rng.choice(Popularity.values),
+                import_batch=batch,
+                created_at=now - timedelta(days=20),
+            )
+            for i in range(1, count + 1)
+        ],
+        batch_size=2000,
+    )
+    candidates = Candidate.objects.bulk_create(
+        [
+            Candidate(
+                image=image,
+                text=rng.choice(QUESTIONS).format(e=image.entity.lower()),
+                origin=CandidateOrigin.LLM,
+                status=CandidateStatus.ACCEPTED,
+                created_at=now - timedelta(days=15),
+                resolved_at=now - timedelta(days=10),
+            )
+            for image in images
+        ],
+        batch_size=2000,
+    )
+    return FinalQuestion.objects.bulk_create(
+        [
+            FinalQuestion(
+                image=c.image,
+                candidate=c,
+                text=c.text,
+                method=FinalQuestion.Method.GUARD,
+                created_at=now - timedelta(days=9),
+            )
+            for c in candidates
+        ],
+        batch_size=2000,
+    )
 
 
 def write_credentials(path: Path, people: list[User], password: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch(mode=0o600)
     path.chmod(0o600)
-    path.write_text(json.dumps({"password": password,
-                                "revisers": [u.username for u in people]}, indent=1) + "\n")
+    path.write_text(
+        json.dumps({"password": password, "revisers": [u.username for u in people]}, indent=1)
+        + "\n"
+    )
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
     if Rubric.objects.exists() and not args.reset:
-        print(f"The database ({connection.vendor}, {connection.settings_dict['NAME']}) has "
-              f"{Rubric.objects.count()} rubrics already; give --reset to empty the rubric "
-              "tables first.", file=sys.stderr)
+        print(
+            f"The database ({connection.vendor}, {connection.settings_dict['NAME']}) has "
+            f"{Rubric.objects.count()} rubrics already; give --reset to empty the rubric "
+            "tables first.",
+            file=sys.stderr,
+        )
         return 2
     if args.reset:
         reset()
@@ -260,27 +320,49 @@ def main(argv=None) -> int:
         for question in made:
             refined = meta_rubric(rng, args.checks)
             draft = {**refined, "items": refined["items"][:-1]}
-            for stage, document, at in ((Stage.LLM_DRAFT, draft, now - timedelta(days=8)),
-                                        (Stage.LLM_REFINED_1, refined, now - timedelta(days=7))):
-                version = rubric_version_create(question=question, meta_document=document,
-                                                stage=stage, made_by_model="bench", now=at)
+            for stage, document, at in (
+                (Stage.LLM_DRAFT, draft, now - timedelta(days=8)),
+                (Stage.LLM_REFINED_1, refined, now - timedelta(days=7)),
+            ):
+                version = rubric_version_create(
+                    question=question,
+                    meta_document=document,
+                    stage=stage,
+                    made_by_model="bench",
+                    now=at,
+                )
                 versions += 1
             checks += version.checks.count()
     if connection.vendor == "postgresql":
         from rubrics.models import CheckEdit, RevisionClaim, RubricCheck, RubricVersion
 
         with connection.cursor() as cursor:
-            for model in (Image, Candidate, FinalQuestion, Rubric, RubricVersion, RubricCheck,
-                          CheckEdit, RevisionClaim, User):
+            for model in (
+                Image,
+                Candidate,
+                FinalQuestion,
+                Rubric,
+                RubricVersion,
+                RubricCheck,
+                CheckEdit,
+                RevisionClaim,
+                User,
+            ):
                 cursor.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
     write_credentials(args.credentials, people, password)
-    print(json.dumps({
-        "questions": len(made), "versions": versions,
-        "checks_per_refined_version": round(checks / max(1, len(made)), 1),
-        "revisers": f"{people[0].username}..{people[-1].username[-2:]}",
-        "credentials": str(args.credentials),
-        "seconds": round(time.monotonic() - started, 1),
-    }, indent=1))
+    print(
+        json.dumps(
+            {
+                "questions": len(made),
+                "versions": versions,
+                "checks_per_refined_version": round(checks / max(1, len(made)), 1),
+                "revisers": f"{people[0].username}..{people[-1].username[-2:]}",
+                "credentials": str(args.credentials),
+                "seconds": round(time.monotonic() - started, 1),
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -78,13 +78,18 @@ TOLERANCE = 1e-9
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=5,
-                        help="warm runs of the whole leaderboard (default 5)")
-    parser.add_argument("--no-cold", action="store_true",
-                        help="skip the cold run in a fresh process")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="where to write the figures (default bench/out/leaderboard-<time>"
-                             ".json)")
+    parser.add_argument(
+        "--repeat", type=int, default=5, help="warm runs of the whole leaderboard (default 5)"
+    )
+    parser.add_argument(
+        "--no-cold", action="store_true", help="skip the cold run in a fresh process"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where to write the figures (default bench/out/leaderboard-<time>.json)",
+    )
     parser.add_argument("--cold-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not 1 <= args.repeat <= 100:
@@ -96,12 +101,14 @@ def parse_args(argv=None):
 
 
 def pairs() -> list[tuple[Judge, str]]:
-    return [(judge, setting) for judge in Judge.objects.order_by("name")
-            for setting in Setting.values]
+    return [
+        (judge, setting) for judge in Judge.objects.order_by("name") for setting in Setting.values
+    ]
 
 
-def all_boards(judge_settings: list[tuple[Judge, str]]
-               ) -> tuple[float, float, dict[tuple[str, str], Leaderboard]]:
+def all_boards(
+    judge_settings: list[tuple[Judge, str]],
+) -> tuple[float, float, dict[tuple[str, str], Leaderboard]]:
     """Wall and CPU seconds (this process) for every (judge, setting) leaderboard, and the
     boards."""
     boards = {}
@@ -113,8 +120,13 @@ def all_boards(judge_settings: list[tuple[Judge, str]]
 
 def cold_run() -> dict[str, Any]:
     """The first leaderboards of a fresh process: a child runs this script with --cold-only."""
-    done = subprocess.run([sys.executable, __file__, "--cold-only"], capture_output=True,
-                          text=True, check=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, __file__, "--cold-only"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -129,33 +141,49 @@ def cold_only() -> int:
 # --- the independent loop -------------------------------------------------------------------
 
 
-def loop_scores(judges: list[Judge], settings: ScoringSettings = DEFAULT_SETTINGS
-                ) -> dict[tuple[str, str, str], dict[str, Any]]:
+def loop_scores(
+    judges: list[Judge], settings: ScoringSettings = DEFAULT_SETTINGS
+) -> dict[tuple[str, str, str], dict[str, Any]]:
     """(judge, setting, model) -> the leaderboard's figures, from the Verdict rows."""
-    questions = {qid: (domain, popularity) for qid, domain, popularity in
-                 FinalQuestion.objects.filter(dropped_at__isnull=True)
-                 .values_list("id", "image__domain", "image__popularity")}
+    questions = {
+        qid: (domain, popularity)
+        for qid, domain, popularity in FinalQuestion.objects.filter(
+            dropped_at__isnull=True
+        ).values_list("id", "image__domain", "image__popularity")
+    }
     final: dict[int, int] = {}
-    for version, qid in (RubricVersion.objects.filter(frozen_at__isnull=False)
-                         .values_list("id", "rubric__question_id")):
+    for version, qid in RubricVersion.objects.filter(frozen_at__isnull=False).values_list(
+        "id", "rubric__question_id"
+    ):
         final[qid] = max(version, final.get(qid, 0))
-    n_checks = Counter(RubricCheck.objects.filter(deleted_at__isnull=True)
-                       .values_list("version_id", flat=True))
+    n_checks = Counter(
+        RubricCheck.objects.filter(deleted_at__isnull=True).values_list("version_id", flat=True)
+    )
     out = {}
     for judge in judges:
         # (model, setting, question) -> tier -> verdict -> count
         counts: dict[tuple[str, str, int], dict[str, Counter]] = defaultdict(
-            lambda: defaultdict(Counter))
-        rows = (Verdict.objects.filter(judge=judge)
-                .values_list("response__model__name", "response__setting",
-                             "response__question_id", "check_row__version_id",
-                             "check_row__tier", "verdict")
-                .order_by().iterator(chunk_size=20_000))
+            lambda: defaultdict(Counter)
+        )
+        rows = (
+            Verdict.objects.filter(judge=judge)
+            .values_list(
+                "response__model__name",
+                "response__setting",
+                "response__question_id",
+                "check_row__version_id",
+                "check_row__tier",
+                "verdict",
+            )
+            .order_by()
+            .iterator(chunk_size=20_000)
+        )
         for model, setting, qid, version, tier, verdict in rows:
             if qid in questions and version == final.get(qid):
                 counts[(model, setting, qid)][tier][verdict] += 1
         outcomes: dict[tuple[str, str], list[tuple[int, ResponseScore | Unscored | None]]] = (
-            defaultdict(list))
+            defaultdict(list)
+        )
         for (model, setting, qid), by_tier in counts.items():
             total = sum(sum(c.values()) for c in by_tier.values())
             outcome: ResponseScore | Unscored | None
@@ -164,8 +192,7 @@ def loop_scores(judges: list[Judge], settings: ScoringSettings = DEFAULT_SETTING
             elif total < n_checks[final[qid]]:
                 outcome = None  # pending
             else:
-                outcome = response_score({tier: dict(c) for tier, c in by_tier.items()},
-                                         settings)
+                outcome = response_score({tier: dict(c) for tier, c in by_tier.items()}, settings)
             outcomes[(model, setting)].append((qid, outcome))
         for (model, setting), scored in outcomes.items():
             result = model_score(o for _, o in scored if o is not None)
@@ -179,9 +206,12 @@ def loop_scores(judges: list[Judge], settings: ScoringSettings = DEFAULT_SETTING
                     cell = model_score(members)
                     cells[kind][name] = (cell.gamut, cell.scored)
             out[(judge.name, setting, model)] = {
-                "gamut": result.gamut, "tiers": result.tiers, "scored": result.scored,
+                "gamut": result.gamut,
+                "tiers": result.tiers,
+                "scored": result.scored,
                 "failed": result.failed,
-                "pending": sum(1 for _, o in scored if o is None), "cells": cells,
+                "pending": sum(1 for _, o in scored if o is None),
+                "cells": cells,
             }
     return out
 
@@ -193,8 +223,9 @@ def _x100(value: float | None) -> float | None:
     return None if value is None else 100 * value
 
 
-def compare(boards: dict[tuple[str, str], Leaderboard],
-            loops: dict[tuple[str, str, str], dict[str, Any]]) -> dict[str, Any]:
+def compare(
+    boards: dict[tuple[str, str], Leaderboard], loops: dict[tuple[str, str, str], dict[str, Any]]
+) -> dict[str, Any]:
     """Every figure of every row that the loop can see, side by side."""
     mismatches: list[str] = []
     max_diff = 0.0
@@ -226,19 +257,26 @@ def compare(boards: dict[tuple[str, str], Leaderboard],
                 close(f"{key} {tier}", row.tiers.get(tier), _x100(want["tiers"].get(tier)))
             for name in ("scored", "failed", "pending"):
                 if getattr(row, name) != want[name]:
-                    mismatches.append(f"{key} {name}: leaderboard {getattr(row, name)}, "
-                                      f"loop {want[name]}")
+                    mismatches.append(
+                        f"{key} {name}: leaderboard {getattr(row, name)}, loop {want[name]}"
+                    )
             for kind, cells in (("domain", row.by_domain), ("popularity", row.by_popularity)):
                 for name, cell in cells.items():
                     gamut, scored = want["cells"][kind].get(name, (None, 0))
                     close(f"{key} {kind} {name}", cell.gamut, _x100(gamut))
                     if cell.scored != scored:
-                        mismatches.append(f"{key} {kind} {name} scored: leaderboard "
-                                          f"{cell.scored}, loop {scored}")
+                        mismatches.append(
+                            f"{key} {kind} {name} scored: leaderboard {cell.scored}, loop {scored}"
+                        )
     for key in sorted(set(loops) - seen):
         mismatches.append(f"{key}: in the loop, not on the leaderboard")
-    return {"rows_checked": checked, "max_abs_diff_x100": max_diff, "tolerance": TOLERANCE,
-            "mismatches": len(mismatches), "first_mismatches": mismatches[:10]}
+    return {
+        "rows_checked": checked,
+        "max_abs_diff_x100": max_diff,
+        "tolerance": TOLERANCE,
+        "mismatches": len(mismatches),
+        "first_mismatches": mismatches[:10],
+    }
 
 
 # --- main -----------------------------------------------------------------------------------
@@ -246,10 +284,19 @@ def compare(boards: dict[tuple[str, str], Leaderboard],
 
 def code_version() -> str:
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                                capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", ".", ":!bench"],
-                               cwd=REPO).returncode != 0
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = (
+            subprocess.run(
+                ["git", "diff", "--quiet", "HEAD", "--", ".", ":!bench"], cwd=REPO
+            ).returncode
+            != 0
+        )
     except (OSError, subprocess.CalledProcessError):
         return "not a git checkout"
     return commit + (", with uncommitted changes outside bench/" if dirty else "")
@@ -258,8 +305,10 @@ def code_version() -> str:
 def sizes() -> dict[str, int]:
     return {
         "questions": FinalQuestion.objects.filter(dropped_at__isnull=True).count(),
-        "models": EvaluatedModel.objects.count(), "judges": Judge.objects.count(),
-        "responses": Response.objects.count(), "verdicts": Verdict.objects.count(),
+        "models": EvaluatedModel.objects.count(),
+        "judges": Judge.objects.count(),
+        "responses": Response.objects.count(),
+        "verdicts": Verdict.objects.count(),
         "tier_count_rows": ResponseTierCount.objects.count(),
     }
 
@@ -270,14 +319,17 @@ def main(argv=None) -> int:
         return cold_only()
     judge_settings = pairs()
     if not judge_settings:
-        print("No judge in this database: run bench/generate_judging_data.py first.",
-              file=sys.stderr)
+        print(
+            "No judge in this database: run bench/generate_judging_data.py first.", file=sys.stderr
+        )
         return 2
     judges = [judge for judge, setting in judge_settings if setting == Setting.values[0]]
     size = sizes()
-    print(f"{connection.vendor} {connection.settings_dict['NAME']}: {size['verdicts']:,} "
-          f"verdicts, {size['tier_count_rows']:,} tier-count rows, {size['questions']:,} "
-          f"questions, {size['models']} models, {len(judges)} judge(s) x 2 settings")
+    print(
+        f"{connection.vendor} {connection.settings_dict['NAME']}: {size['verdicts']:,} "
+        f"verdicts, {size['tier_count_rows']:,} tier-count rows, {size['questions']:,} "
+        f"questions, {size['models']} models, {len(judges)} judge(s) x 2 settings"
+    )
 
     cold_figures = None if args.no_cold else cold_run()
     cold = None if cold_figures is None else cold_figures["seconds"]
@@ -292,15 +344,23 @@ def main(argv=None) -> int:
     agreement = compare(boards, loops)
 
     warm_median = statistics.median(warm)
-    per_judge = {"cold": None if cold is None else cold / len(judges),
-                 "warm_median": warm_median / len(judges)}
+    per_judge = {
+        "cold": None if cold is None else cold / len(judges),
+        "warm_median": warm_median / len(judges),
+    }
     figures: dict[str, Any] = {
-        "database": connection.vendor, "name": str(connection.settings_dict["NAME"]),
-        "code": code_version(), "at": time.strftime("%Y-%m-%d %H:%M:%S"), **size,
+        "database": connection.vendor,
+        "name": str(connection.settings_dict["NAME"]),
+        "code": code_version(),
+        "at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        **size,
         "leaderboards": len(judge_settings),
         "leaderboard_seconds": {
-            "cold": cold, "first_in_process": first, "warm_median": warm_median,
-            "warm_best": min(warm), "warm_runs": warm,
+            "cold": cold,
+            "first_in_process": first,
+            "warm_median": warm_median,
+            "warm_best": min(warm),
+            "warm_runs": warm,
         },
         # This process's CPU: all of the work on SQLite; on PostgreSQL the server's is apart.
         "leaderboard_cpu_seconds": {
@@ -310,7 +370,8 @@ def main(argv=None) -> int:
         "load_average": os.getloadavg(),
         "leaderboard_seconds_per_judge": per_judge,
         "queries_per_leaderboard": len(queries.captured_queries),
-        "loop_seconds": loop_seconds, "loop_cpu_seconds": loop_cpu,
+        "loop_seconds": loop_seconds,
+        "loop_cpu_seconds": loop_cpu,
         "ratio_loop_to_leaderboard": {
             "cold": None if cold is None else loop_seconds / cold,
             "warm": loop_seconds / warm_median,
@@ -324,19 +385,27 @@ def main(argv=None) -> int:
     out.write_text(json.dumps(figures, indent=1) + "\n")
 
     cold_text = "not run" if cold is None else f"{cold:.2f} s"
-    print(f"leaderboard, {len(judge_settings)} boards ({len(judges)} judge(s) x both settings, "
-          f"breakdowns and bootstrap intervals, {figures['queries_per_leaderboard']} queries "
-          f"each): cold {cold_text}, warm median {warm_median:.2f} s (best {min(warm):.2f} s "
-          f"of {args.repeat})")
+    print(
+        f"leaderboard, {len(judge_settings)} boards ({len(judges)} judge(s) x both settings, "
+        f"breakdowns and bootstrap intervals, {figures['queries_per_leaderboard']} queries "
+        f"each): cold {cold_text}, warm median {warm_median:.2f} s (best {min(warm):.2f} s "
+        f"of {args.repeat})"
+    )
     print(f"plain Python loop over {size['verdicts']:,} verdict rows: {loop_seconds:.2f} s")
     ratio = figures["ratio_loop_to_leaderboard"]
-    print(f"ratio loop / leaderboard: {ratio['warm']:.1f}x warm"
-          + ("" if cold is None else f", {ratio['cold']:.1f}x cold"))
-    print(f"target under {TARGET_SECONDS:.0f} s per judge (both settings): "
-          f"{'met' if figures['target_met'] else 'NOT met'}")
-    print(f"agreement: {agreement['rows_checked']} (judge, setting, model) rows, max |diff| "
-          f"{agreement['max_abs_diff_x100']:.2e} (x100 scale), {agreement['mismatches']} "
-          "mismatches")
+    print(
+        f"ratio loop / leaderboard: {ratio['warm']:.1f}x warm"
+        + ("" if cold is None else f", {ratio['cold']:.1f}x cold")
+    )
+    print(
+        f"target under {TARGET_SECONDS:.0f} s per judge (both settings): "
+        f"{'met' if figures['target_met'] else 'NOT met'}"
+    )
+    print(
+        f"agreement: {agreement['rows_checked']} (judge, setting, model) rows, max |diff| "
+        f"{agreement['max_abs_diff_x100']:.2e} (x100 scale), {agreement['mismatches']} "
+        "mismatches"
+    )
     for line in agreement["first_mismatches"]:
         print(f"  {line}")
     print(f"figures: {out}")

@@ -42,19 +42,41 @@ PG_DATABASE = "gamut_llm_bench"
 
 def start_postgres() -> str:
     """A throwaway PostgreSQL (.ci/postgres.sh) with a fresh, empty database: its URL."""
-    started = subprocess.run([str(REPO / ".ci/postgres.sh"), "start", str(PG_PORT), str(PG_DIR)],
-                             check=True, capture_output=True, text=True, cwd=REPO)
+    started = subprocess.run(
+        [str(REPO / ".ci/postgres.sh"), "start", str(PG_PORT), str(PG_DIR)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     url = started.stdout.strip().splitlines()[-1]
-    admin = ["psql", "-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres", "-q", "-v",
-             "ON_ERROR_STOP=1", "-c", "SET client_min_messages = warning", "-c"]
+    admin = [
+        "psql",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(PG_PORT),
+        "-U",
+        "postgres",
+        "-q",
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-c",
+        "SET client_min_messages = warning",
+        "-c",
+    ]
     subprocess.run([*admin, f"DROP DATABASE IF EXISTS {PG_DATABASE}"], check=True)
     subprocess.run([*admin, f"CREATE DATABASE {PG_DATABASE}"], check=True)
     return url.rsplit("/", 1)[0] + f"/{PG_DATABASE}"
 
 
 def stop_postgres() -> None:
-    subprocess.run([str(REPO / ".ci/postgres.sh"), "stop", str(PG_PORT), str(PG_DIR)],
-                   check=False, capture_output=True, cwd=REPO)
+    subprocess.run(
+        [str(REPO / ".ci/postgres.sh"), "stop", str(PG_PORT), str(PG_DIR)],
+        check=False,
+        capture_output=True,
+        cwd=REPO,
+    )
 
 
 def serve_fake(delay: float) -> None:
@@ -86,13 +108,21 @@ def cpu() -> float:
 
 def report(label: str, calls: int, ok: int, wall: float, cpu_s: float, ideal: float) -> dict:
     rate = ok / wall if wall else 0.0
-    line = (f"{label:<12} {ok:>6}/{calls} ok  {wall:7.2f} s  {rate:7.1f} calls/s  "
-            f"{100 * rate / ideal:5.1f}% of ideal {ideal:.0f}/s  "
-            f"CPU {1000 * cpu_s / max(ok, 1):5.2f} ms/call")
+    line = (
+        f"{label:<12} {ok:>6}/{calls} ok  {wall:7.2f} s  {rate:7.1f} calls/s  "
+        f"{100 * rate / ideal:5.1f}% of ideal {ideal:.0f}/s  "
+        f"CPU {1000 * cpu_s / max(ok, 1):5.2f} ms/call"
+    )
     print(line, flush=True)
-    return {"label": label, "calls": calls, "ok": ok, "wall_s": round(wall, 3),
-            "calls_per_s": round(rate, 1), "percent_of_ideal": round(100 * rate / ideal, 1),
-            "cpu_ms_per_call": round(1000 * cpu_s / max(ok, 1), 2)}
+    return {
+        "label": label,
+        "calls": calls,
+        "ok": ok,
+        "wall_s": round(wall, 3),
+        "calls_per_s": round(rate, 1),
+        "percent_of_ideal": round(100 * rate / ideal, 1),
+        "cpu_ms_per_call": round(1000 * cpu_s / max(ok, 1), 2),
+    }
 
 
 def bare(base_url: str, key: str, calls: int, concurrency: int, schema: dict) -> tuple[int, float]:
@@ -101,10 +131,15 @@ def bare(base_url: str, key: str, calls: int, concurrency: int, schema: dict) ->
     from google.genai import types
 
     async def main() -> int:
-        client = genai.Client(api_key=key, http_options=types.HttpOptions(
-            base_url=base_url, api_version="v1beta", timeout=60_000, retry_options=None))
-        config = types.GenerateContentConfig(response_mime_type="application/json",
-                                             response_json_schema=schema)
+        client = genai.Client(
+            api_key=key,
+            http_options=types.HttpOptions(
+                base_url=base_url, api_version="v1beta", timeout=60_000, retry_options=None
+            ),
+        )
+        config = types.GenerateContentConfig(
+            response_mime_type="application/json", response_json_schema=schema
+        )
         gate = asyncio.Semaphore(concurrency)
         ok = 0
 
@@ -112,7 +147,8 @@ def bare(base_url: str, key: str, calls: int, concurrency: int, schema: dict) ->
             nonlocal ok
             async with gate:
                 response = await client.aio.models.generate_content(
-                    model="gemini-2.5-flash", contents=f"Bench call {n}: answer.", config=config)
+                    model="gemini-2.5-flash", contents=f"Bench call {n}: answer.", config=config
+                )
                 json.loads(response.text or "")
                 ok += 1
 
@@ -125,8 +161,9 @@ def bare(base_url: str, key: str, calls: int, concurrency: int, schema: dict) ->
     return ok, time.perf_counter() - started
 
 
-def through_jobs(base_url: str, key: str, calls: int, concurrency: int,
-                 run: int = 0) -> tuple[int, float, int]:
+def through_jobs(
+    base_url: str, key: str, calls: int, concurrency: int, run: int = 0
+) -> tuple[int, float, int]:
     """The job system: one job of `calls` items, one chunk, the kind's concurrency = C. Each
     run's prompts differ (`run`), so no answer comes from the cache of an earlier run."""
     from pydantic import BaseModel
@@ -141,27 +178,40 @@ def through_jobs(base_url: str, key: str, calls: int, concurrency: int,
         answer: str
         score: int
 
-    model = ModelConfig(name="bench", provider="gemini", model="gemini-2.5-flash",
-                        requests_per_minute=0)
+    model = ModelConfig(
+        name="bench", provider="gemini", model="gemini-2.5-flash", requests_per_minute=0
+    )
 
     async def handler(gateway: Gateway, payload: dict[str, Any]) -> jobs.ItemResult:
         context = jobs.current_item.get()
         call = await gateway.call_structured(
-            model, prompt=[f"Bench call {payload['n']} of run {run}: answer."], schema=Answer,
-            stage="bench", job_id=context.job_id)
+            model,
+            prompt=[f"Bench call {payload['n']} of run {run}: answer."],
+            schema=Answer,
+            stage="bench",
+            job_id=context.job_id,
+        )
         if not call.ok:
             raise jobs.ItemFailed(f"{call.outcome}: {call.error}", call)
         return jobs.ItemResult.of_calls({"score": call.output.score}, call)
 
     jobs.register_kind("bench.throughput", handler, chunk_size=calls, concurrency=concurrency)
     run_job_chunk.delay_on_commit = lambda job_id: None  # this process runs the chunk itself
-    conf = GatewaySettings(gemini_api_key=key, gemini_base_url=base_url, timeout_s=60,
-                           max_attempts=2, backoff_base_s=0.05, backoff_cap_s=0.1)
-    job = jobs.job_launch(kind="bench.throughput",
-                          items=[(f"call-{n:05d}", {"n": n}) for n in range(calls)])
+    conf = GatewaySettings(
+        gemini_api_key=key,
+        gemini_base_url=base_url,
+        timeout_s=60,
+        max_attempts=2,
+        backoff_base_s=0.05,
+        backoff_cap_s=0.1,
+    )
+    job = jobs.job_launch(
+        kind="bench.throughput", items=[(f"call-{n:05d}", {"n": n}) for n in range(calls)]
+    )
     started = time.perf_counter()
     claimed = jobs.job_run_chunk(
-        job_id=job.pk, gateway_factory=lambda: Gateway(limiter=MemoryTokenBucket(), conf=conf))
+        job_id=job.pk, gateway_factory=lambda: Gateway(limiter=MemoryTokenBucket(), conf=conf)
+    )
     wall = time.perf_counter() - started
     job = Job.objects.get(pk=job.pk)
     assert claimed == calls, f"one chunk should hold every item, it held {claimed}"
@@ -173,8 +223,11 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--calls", type=int, default=5000)
     parser.add_argument("--delay", type=float, default=0.2)
-    parser.add_argument("--postgres", action="store_true",
-                        help=f"a throwaway PostgreSQL on port {PG_PORT} instead of SQLite")
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help=f"a throwaway PostgreSQL on port {PG_PORT} instead of SQLite",
+    )
     parser.add_argument("--runs", type=int, default=1, help="job system runs (one job each)")
     parser.add_argument("--skip-bare", action="store_true", help="no bare-client run")
     parser.add_argument("--serve-fake", action="store_true", help=argparse.SUPPRESS)
@@ -195,8 +248,12 @@ def main() -> None:
 
 
 def run_benchmark(args: argparse.Namespace, workdir: Path, database: str) -> None:
-    os.environ.update(DJANGO_SETTINGS_MODULE="gamut_site.settings", DATABASE_URL=database,
-                      GAMUT_VAR_DIR=str(workdir), LOG_LEVEL="WARNING")
+    os.environ.update(
+        DJANGO_SETTINGS_MODULE="gamut_site.settings",
+        DATABASE_URL=database,
+        GAMUT_VAR_DIR=str(workdir),
+        LOG_LEVEL="WARNING",
+    )
     os.environ.pop("REDIS_URL", None)
     import django
 
@@ -208,42 +265,56 @@ def run_benchmark(args: argparse.Namespace, workdir: Path, database: str) -> Non
     from tests.fake_llm import GEMINI_KEY
 
     call_command("migrate", verbosity=0)
-    where = (f"PostgreSQL {database.rsplit('@', 1)[-1]}" if connection.vendor == "postgresql"
-             else f"SQLite {workdir / 'bench.sqlite3'}")
+    where = (
+        f"PostgreSQL {database.rsplit('@', 1)[-1]}"
+        if connection.vendor == "postgresql"
+        else f"SQLite {workdir / 'bench.sqlite3'}"
+    )
 
     class Answer(BaseModel):
         answer: str
         score: int
 
-    fake = subprocess.Popen([sys.executable, __file__, "--serve-fake", "--delay", str(args.delay)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    fake = subprocess.Popen(
+        [sys.executable, __file__, "--serve-fake", "--delay", str(args.delay)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     try:
         assert fake.stdout is not None
         base_url = fake.stdout.readline().strip()
         if not base_url.startswith("http://127.0.0.1:"):
             raise SystemExit(f"the fake server did not start: {base_url!r}")
         ideal = args.concurrency / args.delay
-        print(f"{args.calls} structured calls, C = {args.concurrency}, fake answers in "
-              f"{args.delay * 1000:.0f} ms, ideal {ideal:.0f} calls/s, "
-              f"{os.cpu_count()} CPUs, {where}", flush=True)
+        print(
+            f"{args.calls} structured calls, C = {args.concurrency}, fake answers in "
+            f"{args.delay * 1000:.0f} ms, ideal {ideal:.0f} calls/s, "
+            f"{os.cpu_count()} CPUs, {where}",
+            flush=True,
+        )
         bare_result = None
         if not args.skip_bare:
             before = cpu()
-            ok, wall = bare(base_url, GEMINI_KEY, args.calls, args.concurrency,
-                            Answer.model_json_schema())
+            ok, wall = bare(
+                base_url, GEMINI_KEY, args.calls, args.concurrency, Answer.model_json_schema()
+            )
             bare_result = report("bare client", args.calls, ok, wall, cpu() - before, ideal)
         for run in range(args.runs):
             before = cpu()
-            ok, wall, failed = through_jobs(base_url, GEMINI_KEY, args.calls, args.concurrency,
-                                            run)
+            ok, wall, failed = through_jobs(base_url, GEMINI_KEY, args.calls, args.concurrency, run)
             result = report("job system", args.calls, ok, wall, cpu() - before, ideal)
             if failed:
                 print(f"job system: {failed} items failed", flush=True)
             if bare_result is not None:
                 ratio = result["calls_per_s"] / max(bare_result["calls_per_s"], 1e-9)
                 print(f"job system / bare client: {100 * ratio:.0f}%", flush=True)
-            print(f"target: job system >= 80% of ideal -> "
-                  f"{'met' if result['percent_of_ideal'] >= 80 else 'NOT met'}", flush=True)
+            print(
+                f"target: job system >= 80% of ideal -> "
+                f"{'met' if result['percent_of_ideal'] >= 80 else 'NOT met'}",
+                flush=True,
+            )
     finally:
         if fake.stdin:
             fake.stdin.close()

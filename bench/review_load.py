@@ -45,19 +45,32 @@ def parse_args(argv=None):
     parser.add_argument("--url", default="http://127.0.0.1:8001")
     parser.add_argument("--users", type=int, default=30)
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--warmup", type=float, default=5.0,
-                        help="seconds of cycles before the measured ones, left out of the "
-                             "figures (workers load the URLconf etc. on their first request); "
-                             "errors and reviews in it still count; default 5")
-    parser.add_argument("--think", type=float, default=0.0,
-                        help="mean pause in seconds after each submit (exponential); default 0")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=5.0,
+        help="seconds of cycles before the measured ones, left out of the "
+        "figures (workers load the URLconf etc. on their first request); "
+        "errors and reviews in it still count; default 5",
+    )
+    parser.add_argument(
+        "--think",
+        type=float,
+        default=0.0,
+        help="mean pause in seconds after each submit (exponential); default 0",
+    )
     parser.add_argument("--tokens", type=Path, default=BENCH_DIR / "out" / "tokens.json")
     parser.add_argument("--timeout", type=float, default=30.0, help="per request, seconds")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--no-db-check", action="store_true",
-                        help="skip the rule checks against the database")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="summary JSON (default bench/out/review_load-<time>.json)")
+    parser.add_argument(
+        "--no-db-check", action="store_true", help="skip the rule checks against the database"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="summary JSON (default bench/out/review_load-<time>.json)",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.users <= 500:
         parser.error("--users must be between 1 and 500")
@@ -87,7 +100,8 @@ def require_loopback(parser: argparse.ArgumentParser, url: str) -> None:
 class Stats:
     latencies: dict[str, list[float]] = field(default_factory=lambda: {"claim": [], "submit": []})
     statuses: dict[str, dict[int | str, int]] = field(
-        default_factory=lambda: {"claim": {}, "submit": {}})
+        default_factory=lambda: {"claim": {}, "submit": {}}
+    )
     errors: int = 0
     conflicts: int = 0
     error_samples: list[str] = field(default_factory=list)
@@ -98,8 +112,9 @@ class Stats:
     measure_from: float = 0.0  # time.perf_counter() at the end of the warm-up
     warmup_requests: int = 0
 
-    def record(self, endpoint: str, status: int | str, started: float, ok: bool,
-               detail: str = "") -> None:
+    def record(
+        self, endpoint: str, status: int | str, started: float, ok: bool, detail: str = ""
+    ) -> None:
         if started >= self.measure_from:
             self.latencies[endpoint].append(time.perf_counter() - started)
         else:
@@ -114,13 +129,15 @@ class Stats:
                 self.error_samples.append(f"{endpoint} {status}: {detail[:200]}")
 
 
-async def annotator(name: str, token: str, args, deadline: float, stats: Stats,
-                    rng: random.Random) -> None:
+async def annotator(
+    name: str, token: str, args, deadline: float, stats: Stats, rng: random.Random
+) -> None:
     headers = {"Authorization": f"Token {token}"}
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     errors = 0
-    async with httpx.AsyncClient(base_url=args.url, headers=headers, timeout=args.timeout,
-                                 limits=limits, trust_env=False) as client:
+    async with httpx.AsyncClient(
+        base_url=args.url, headers=headers, timeout=args.timeout, limits=limits, trust_env=False
+    ) as client:
         for _ in range(MAX_CYCLES_PER_USER):
             if time.monotonic() >= deadline or errors >= MAX_ERRORS_PER_USER:
                 return
@@ -151,8 +168,12 @@ async def annotator(name: str, token: str, args, deadline: float, stats: Stats,
             stats.record("claim", 200, t0, True)
             roll = rng.random()
             decision = "accept" if roll < 0.8 else "revise" if roll < 0.9 else "discard"
-            body = {"decision": decision, "reasons": [], "comment": "",
-                    "seconds": rng.randint(20, 300)}
+            body = {
+                "decision": decision,
+                "reasons": [],
+                "comment": "",
+                "seconds": rng.randint(20, 300),
+            }
             if decision == "revise":
                 body["revised_text"] = text + " (revised)"
             elif decision == "discard":
@@ -160,8 +181,7 @@ async def annotator(name: str, token: str, args, deadline: float, stats: Stats,
             stats.decisions[decision] = stats.decisions.get(decision, 0) + 1
             t0 = time.perf_counter()
             try:
-                response = await client.post(f"/api/candidates/{candidate_id}/reviews/",
-                                             json=body)
+                response = await client.post(f"/api/candidates/{candidate_id}/reviews/", json=body)
             except httpx.HTTPError as exc:
                 stats.record("submit", type(exc).__name__, t0, False, str(exc))
                 errors += 1
@@ -174,8 +194,13 @@ async def annotator(name: str, token: str, args, deadline: float, stats: Stats,
                 stats.record("submit", 201, t0, True)
                 stats.submitted.append(review_id)
             else:
-                stats.record("submit", response.status_code, t0, False,
-                             f"candidate {candidate_id}: {response.text}")
+                stats.record(
+                    "submit",
+                    response.status_code,
+                    t0,
+                    False,
+                    f"candidate {candidate_id}: {response.text}",
+                )
                 errors += 1
             if args.think:
                 await asyncio.sleep(min(rng.expovariate(1 / args.think), 10 * args.think))
@@ -189,13 +214,22 @@ async def run_load(args, tokens: list[dict]) -> tuple[Stats, float, datetime]:
     stats.measure_from = time.perf_counter() + args.warmup
     deadline = time.monotonic() + args.warmup + args.seconds
     tasks = [
-        asyncio.create_task(annotator(t["username"], t["token"], args, deadline, stats,
-                                      random.Random(args.seed * 1000 + i)))
+        asyncio.create_task(
+            annotator(
+                t["username"],
+                t["token"],
+                args,
+                deadline,
+                stats,
+                random.Random(args.seed * 1000 + i),
+            )
+        )
         for i, t in enumerate(tokens[: args.users])
     ]
     # Bounded: every request has a timeout and every loop checks the deadline.
-    await asyncio.wait_for(asyncio.gather(*tasks),
-                           timeout=args.warmup + args.seconds + args.timeout + 30)
+    await asyncio.wait_for(
+        asyncio.gather(*tasks), timeout=args.warmup + args.seconds + args.timeout + 30
+    )
     return stats, time.perf_counter() - stats.measure_from, started_at
 
 
@@ -228,28 +262,49 @@ def check_database(stats: Stats, started_at: datetime) -> dict[str, int | list]:
     )
     from annotation.services import normalize_text
 
-    candidates = {c["id"]: c for c in Candidate.objects.values(
-        "id", "status", "author_id", "co_author_id", "round", "text")}
+    candidates = {
+        c["id"]: c
+        for c in Candidate.objects.values(
+            "id", "status", "author_id", "co_author_id", "round", "text"
+        )
+    }
     reviews: dict[int, list[dict]] = {}
-    for r in Review.objects.values("id", "candidate_id", "annotator_id", "decision",
-                                   "revised_text", "candidate_author_id",
-                                   "candidate_co_author_id", "slot", "created_at"):
+    for r in Review.objects.values(
+        "id",
+        "candidate_id",
+        "annotator_id",
+        "decision",
+        "revised_text",
+        "candidate_author_id",
+        "candidate_co_author_id",
+        "slot",
+        "created_at",
+    ):
         reviews.setdefault(r["candidate_id"], []).append(r)
     adjudicated = dict(Adjudication.objects.values_list("candidate_id", "decision"))
     children: dict[int, list[int]] = {}
-    for parent_id, child_round in Candidate.objects.filter(
-            parent__isnull=False).values_list("parent_id", "round"):
+    for parent_id, child_round in Candidate.objects.filter(parent__isnull=False).values_list(
+        "parent_id", "round"
+    ):
         children.setdefault(parent_id, []).append(child_round)
 
     found: dict[str, list] = {
-        "more_than_two_reviews": [], "review_by_author": [], "author_copy_mismatch": [],
-        "same_annotator_twice": [], "open_with_two_reviews": [],
-        "resolved_without_two_reviews_or_adjudication": [], "status_disagrees_with_reviews": [],
-        "revised_without_child": [], "submitted_review_missing": [],
+        "more_than_two_reviews": [],
+        "review_by_author": [],
+        "author_copy_mismatch": [],
+        "same_annotator_twice": [],
+        "open_with_two_reviews": [],
+        "resolved_without_two_reviews_or_adjudication": [],
+        "status_disagrees_with_reviews": [],
+        "revised_without_child": [],
+        "submitted_review_missing": [],
         "reviews_written_without_a_201": [],
     }
-    outcome = {"accept": CandidateStatus.ACCEPTED, "discard": CandidateStatus.DISCARDED,
-               "revise": CandidateStatus.REVISED}
+    outcome = {
+        "accept": CandidateStatus.ACCEPTED,
+        "discard": CandidateStatus.DISCARDED,
+        "revise": CandidateStatus.REVISED,
+    }
     for cid, c in candidates.items():
         rs = reviews.get(cid, [])
         if len(rs) > 2:
@@ -261,7 +316,9 @@ def check_database(stats: Stats, started_at: datetime) -> dict[str, int | list]:
             if r["annotator_id"] in (c["author_id"], c["co_author_id"]):
                 found["review_by_author"].append(r["id"])
             if (r["candidate_author_id"], r["candidate_co_author_id"]) != (
-                    c["author_id"], c["co_author_id"]):
+                c["author_id"],
+                c["co_author_id"],
+            ):
                 found["author_copy_mismatch"].append(r["id"])
         status = c["status"]
         if status == CandidateStatus.OPEN:
@@ -281,7 +338,8 @@ def check_database(stats: Stats, started_at: datetime) -> dict[str, int | list]:
             elif decisions == {"discard"}:
                 expected = CandidateStatus.DISCARDED
             elif decisions == {"revise"} and normalize_text(
-                    first["revised_text"]) == normalize_text(second["revised_text"]):
+                first["revised_text"]
+            ) == normalize_text(second["revised_text"]):
                 expected = CandidateStatus.REVISED
             else:
                 expected = CandidateStatus.DISPUTED
@@ -301,73 +359,104 @@ def check_database(stats: Stats, started_at: datetime) -> dict[str, int | list]:
     summary["examples"] = [f"{name}: {ids[:5]}" for name, ids in found.items() if ids]
     summary["candidates"] = len(candidates)
     summary["open_candidates_left"] = sum(
-        1 for c in candidates.values() if c["status"] == CandidateStatus.OPEN
-        and len(reviews.get(c["id"], [])) == 0)
+        1
+        for c in candidates.values()
+        if c["status"] == CandidateStatus.OPEN and len(reviews.get(c["id"], [])) == 0
+    )
     summary["claims_left"] = ReviewClaim.objects.count()
     summary["status_counts"] = dict(
-        Candidate.objects.values_list("status").annotate(n=Count("id")).order_by("status"))
+        Candidate.objects.values_list("status").annotate(n=Count("id")).order_by("status")
+    )
     return summary
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     tokens = json.loads(args.tokens.read_text())["annotators"]
-    print(f"review load: {args.users} annotators, {args.seconds:g} s, think {args.think:g} s, "
-          f"against {args.url}", flush=True)
+    print(
+        f"review load: {args.users} annotators, {args.seconds:g} s, think {args.think:g} s, "
+        f"against {args.url}",
+        flush=True,
+    )
     cpu0 = time.process_time()
     stats, elapsed, started_at = asyncio.run(run_load(args, tokens))
     client_cpu = time.process_time() - cpu0
 
     n_requests = sum(len(v) for v in stats.latencies.values())
     result: dict = {
-        "url": args.url, "users": args.users, "seconds": round(elapsed, 1),
-        "think": args.think, "requests": n_requests,
+        "url": args.url,
+        "users": args.users,
+        "seconds": round(elapsed, 1),
+        "think": args.think,
+        "requests": n_requests,
         "requests_per_second": round(n_requests / elapsed, 1),
         "reviews_submitted": len(stats.submitted),
         "submits_per_second": round(len(stats.latencies["submit"]) / elapsed, 1),
-        "decisions": stats.decisions, "errors": stats.errors, "conflicts_409": stats.conflicts,
-        "warmup_seconds": args.warmup, "warmup_requests": stats.warmup_requests,
+        "decisions": stats.decisions,
+        "errors": stats.errors,
+        "conflicts_409": stats.conflicts,
+        "warmup_seconds": args.warmup,
+        "warmup_requests": stats.warmup_requests,
         "client_cpu_seconds": round(client_cpu, 1),
-        "users_out_of_work": stats.users_out_of_work, "error_samples": stats.error_samples,
+        "users_out_of_work": stats.users_out_of_work,
+        "error_samples": stats.error_samples,
         "statuses": {k: {str(s): n for s, n in v.items()} for k, v in stats.statuses.items()},
         "latency_ms": {},
     }
-    print(f"\n{n_requests} requests in {elapsed:.1f} s after a {args.warmup:g} s warm-up "
-          f"({stats.warmup_requests} requests): {result['requests_per_second']} requests/s "
-          f"overall, {len(stats.submitted)} reviews in all; load client used "
-          f"{client_cpu:.1f} CPU-s")
-    print(f"{'endpoint':8} {'count':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}"
-          "  statuses")
+    print(
+        f"\n{n_requests} requests in {elapsed:.1f} s after a {args.warmup:g} s warm-up "
+        f"({stats.warmup_requests} requests): {result['requests_per_second']} requests/s "
+        f"overall, {len(stats.submitted)} reviews in all; load client used "
+        f"{client_cpu:.1f} CPU-s"
+    )
+    print(
+        f"{'endpoint':8} {'count':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+        "  statuses"
+    )
     target_met = True
     for endpoint, values in stats.latencies.items():
         p50, p95, p99 = (percentile(values, q) for q in (50, 95, 99))
         top = max(values) * 1000 if values else float("nan")
-        result["latency_ms"][endpoint] = {"count": len(values), "p50": round(p50, 1),
-                                          "p95": round(p95, 1), "p99": round(p99, 1),
-                                          "max": round(top, 1)}
+        result["latency_ms"][endpoint] = {
+            "count": len(values),
+            "p50": round(p50, 1),
+            "p95": round(p95, 1),
+            "p99": round(p99, 1),
+            "max": round(top, 1),
+        }
         target_met &= p95 <= TARGET_P95_MS
-        print(f"{endpoint:8} {len(values):7d} {p50:8.1f} {p95:8.1f} {p99:8.1f} {top:8.1f}  "
-              f"{result['statuses'][endpoint]}")
-    print(f"errors: {stats.errors} (409 conflicts: {stats.conflicts}); annotators who ran out "
-          f"of candidates: {stats.users_out_of_work}")
+        print(
+            f"{endpoint:8} {len(values):7d} {p50:8.1f} {p95:8.1f} {p99:8.1f} {top:8.1f}  "
+            f"{result['statuses'][endpoint]}"
+        )
+    print(
+        f"errors: {stats.errors} (409 conflicts: {stats.conflicts}); annotators who ran out "
+        f"of candidates: {stats.users_out_of_work}"
+    )
     for sample in stats.error_samples:
         print(f"  {sample}")
     result["target_p95_ms"] = TARGET_P95_MS
     result["target_met"] = bool(target_met)
-    print(f"target p95 <= {TARGET_P95_MS:g} ms for claim and submit: "
-          f"{'met' if target_met else 'NOT met'}")
+    print(
+        f"target p95 <= {TARGET_P95_MS:g} ms for claim and submit: "
+        f"{'met' if target_met else 'NOT met'}"
+    )
 
     violations = 0
     if not args.no_db_check:
         checks = check_database(stats, started_at)
         result["database"] = checks
-        rule_names = [k for k, v in checks.items()
-                      if isinstance(v, int) and k not in ("candidates", "open_candidates_left",
-                                                          "claims_left")]
+        rule_names = [
+            k
+            for k, v in checks.items()
+            if isinstance(v, int) and k not in ("candidates", "open_candidates_left", "claims_left")
+        ]
         violations = sum(checks[k] for k in rule_names)
-        print(f"\ndatabase checks ({checks['candidates']} candidates, "
-              f"{checks['open_candidates_left']} open without reviews left, "
-              f"{checks['claims_left']} claims left): {violations} violations")
+        print(
+            f"\ndatabase checks ({checks['candidates']} candidates, "
+            f"{checks['open_candidates_left']} open without reviews left, "
+            f"{checks['claims_left']} claims left): {violations} violations"
+        )
         for name in rule_names:
             print(f"  {name:46} {checks[name]}")
         for example in checks["examples"]:

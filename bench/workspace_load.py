@@ -61,8 +61,25 @@ ENDPOINTS = ("login", "claim", "workspace", *EDITS, "complete")
 UNTARGETED = ("login",)  # a password hash is slow on purpose
 MAX_REQUESTS_PER_USER = 200_000  # a bound besides the clock
 MAX_ERRORS_PER_USER = 500  # a reviser stops after this many failed requests
-WORDS = ("braised", "beef", "red", "wine", "onion", "carrot", "garlic", "thyme", "bacon",
-         "mushroom", "stock", "shallot", "Burgundy", "simmer", "brown", "marinate", "oven")
+WORDS = (
+    "braised",
+    "beef",
+    "red",
+    "wine",
+    "onion",
+    "carrot",
+    "garlic",
+    "thyme",
+    "bacon",
+    "mushroom",
+    "stock",
+    "shallot",
+    "Burgundy",
+    "simmer",
+    "brown",
+    "marinate",
+    "oven",
+)
 
 REVISION_RE = re.compile(r'data-revision="(\d+)"')
 TIER_GROUP_RE = re.compile(r'<div class="tier-group tier-(\w+)">')
@@ -78,25 +95,45 @@ def parse_args(argv=None):
     parser.add_argument("--url", default="http://127.0.0.1:8002")
     parser.add_argument("--users", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--warmup", type=float, default=5.0,
-                        help="seconds of requests before the measured ones, left out of the "
-                             "figures (workers load the URLconf and templates on their first "
-                             "requests); errors and edits in it still count; default 5")
-    parser.add_argument("--think", type=float, default=0.0,
-                        help="mean pause in seconds after each workspace GET and each edit "
-                             "(exponential); default 0")
-    parser.add_argument("--edits-per-get", type=int, default=3,
-                        help="htmx edits between two GETs of the whole page; default 3")
-    parser.add_argument("--round-edits", type=int, default=30,
-                        help="mean edits of a round before it is completed; default 30")
-    parser.add_argument("--credentials", type=Path,
-                        default=BENCH_DIR / "out" / "revisers.json")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=5.0,
+        help="seconds of requests before the measured ones, left out of the "
+        "figures (workers load the URLconf and templates on their first "
+        "requests); errors and edits in it still count; default 5",
+    )
+    parser.add_argument(
+        "--think",
+        type=float,
+        default=0.0,
+        help="mean pause in seconds after each workspace GET and each edit "
+        "(exponential); default 0",
+    )
+    parser.add_argument(
+        "--edits-per-get",
+        type=int,
+        default=3,
+        help="htmx edits between two GETs of the whole page; default 3",
+    )
+    parser.add_argument(
+        "--round-edits",
+        type=int,
+        default=30,
+        help="mean edits of a round before it is completed; default 30",
+    )
+    parser.add_argument("--credentials", type=Path, default=BENCH_DIR / "out" / "revisers.json")
     parser.add_argument("--timeout", type=float, default=30.0, help="per request, seconds")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--no-db-check", action="store_true",
-                        help="skip the checks against the database")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="summary JSON (default bench/out/workspace_load-<time>.json)")
+    parser.add_argument(
+        "--no-db-check", action="store_true", help="skip the checks against the database"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="summary JSON (default bench/out/workspace_load-<time>.json)",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.users <= 99:
         parser.error("--users must be between 1 and 99")
@@ -116,10 +153,10 @@ def parse_args(argv=None):
 
 @dataclass
 class WorkspaceStats(Stats):
-    latencies: dict[str, list[float]] = field(
-        default_factory=lambda: {e: [] for e in ENDPOINTS})
+    latencies: dict[str, list[float]] = field(default_factory=lambda: {e: [] for e in ENDPOINTS})
     statuses: dict[str, dict[int | str, int]] = field(
-        default_factory=lambda: {e: {} for e in ENDPOINTS})
+        default_factory=lambda: {e: {} for e in ENDPOINTS}
+    )
     # (version id, revision it produced) -> (op, what the client sent) for each edit answered
     # with success, the completions included.
     seen: dict[tuple[int, int], tuple[str, dict]] = field(default_factory=dict)
@@ -167,8 +204,9 @@ class Draft:
             if len(shown) != 1 or removed:
                 return f"an addition answered with checks {shown}, removed {removed}"
             after = int(fields["after"]) if fields.get("after") else None
-            at = next((i + 1 for i, (k, _) in enumerate(self.checks) if k == after),
-                      len(self.checks))
+            at = next(
+                (i + 1 for i, (k, _) in enumerate(self.checks) if k == after), len(self.checks)
+            )
             self.checks.insert(at, (shown[0], fields["tier"]))
         elif op == "delete":
             if shown or removed != [pk]:
@@ -187,8 +225,9 @@ def words(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
-def edit_request(rng: random.Random, draft: Draft, name: str,
-                 n: int) -> tuple[str, int | None, str, dict[str, str], dict]:
+def edit_request(
+    rng: random.Random, draft: Draft, name: str, n: int
+) -> tuple[str, int | None, str, dict[str, str], dict]:
     """(op, check pk or None for an addition, path, form fields, what the CheckEdit's `after`
     should hold) of one random edit."""
     op = rng.choices(list(EDITS), weights=list(EDITS.values()))[0]
@@ -200,9 +239,13 @@ def edit_request(rng: random.Random, draft: Draft, name: str,
         source = rng.choice(draft.sources) if draft.sources and rng.random() < 0.5 else ""
         text = f"The response states that {words(rng, 6)} (added by {name}, {n})."
         tier = rng.choice(TIERS)
-        return op, None, f"{base}/checks/add/", {"text": text, "tier": tier,
-                                                  "source": source, "after": after}, \
-            {"text": text, "tier": tier}
+        return (
+            op,
+            None,
+            f"{base}/checks/add/",
+            {"text": text, "tier": tier, "source": source, "after": after},
+            {"text": text, "tier": tier},
+        )
     pk, tier = rng.choice(draft.checks)
     path = f"{base}/checks/{pk}/"
     if op == "edit_text":
@@ -213,13 +256,13 @@ def edit_request(rng: random.Random, draft: Draft, name: str,
         return op, pk, path + "tier/", {"tier": new}, {"tier": new}
     if op == "delete":
         reason = f"bench: redundant with another check ({name}, {n})"
-        return op, pk, path + "delete/", {"reason": reason}, \
-            {"deleted": True, "reason": reason}
+        return op, pk, path + "delete/", {"reason": reason}, {"deleted": True, "reason": reason}
     return op, pk, path + "move/", {"direction": rng.choice(("up", "down"))}, {}
 
 
-async def login(client: httpx.AsyncClient, username: str, password: str,
-                stats: WorkspaceStats) -> bool:
+async def login(
+    client: httpx.AsyncClient, username: str, password: str, stats: WorkspaceStats
+) -> bool:
     t0 = time.perf_counter()
     try:
         page = await client.get("/login/")
@@ -228,8 +271,10 @@ async def login(client: httpx.AsyncClient, username: str, password: str,
             stats.record("login", page.status_code, t0, False, "no login form or no csrftoken")
             return False
         response = await client.post(
-            "/login/", data={"username": username, "password": password,
-                             "csrfmiddlewaretoken": token}, headers={"X-CSRFToken": token})
+            "/login/",
+            data={"username": username, "password": password, "csrfmiddlewaretoken": token},
+            headers={"X-CSRFToken": token},
+        )
     except httpx.HTTPError as exc:
         stats.record("login", type(exc).__name__, t0, False, str(exc))
         return False
@@ -239,8 +284,14 @@ async def login(client: httpx.AsyncClient, username: str, password: str,
     return ok
 
 
-async def reviser(client: httpx.AsyncClient, name: str, args, deadline: float,
-                  stats: WorkspaceStats, rng: random.Random) -> None:
+async def reviser(
+    client: httpx.AsyncClient,
+    name: str,
+    args,
+    deadline: float,
+    stats: WorkspaceStats,
+    rng: random.Random,
+) -> None:
     errors = 0
     draft: Draft | None = None
     page_due = True
@@ -262,9 +313,11 @@ async def reviser(client: httpx.AsyncClient, name: str, args, deadline: float,
             t0 = time.perf_counter()
             token = client.cookies.get("csrftoken") or ""
             try:
-                response = await client.post("/rubrics/claim/",
-                                             data={"csrfmiddlewaretoken": token},
-                                             headers={"X-CSRFToken": token})
+                response = await client.post(
+                    "/rubrics/claim/",
+                    data={"csrfmiddlewaretoken": token},
+                    headers={"X-CSRFToken": token},
+                )
             except httpx.HTTPError as exc:
                 stats.record("claim", type(exc).__name__, t0, False, str(exc))
                 errors += 1
@@ -277,8 +330,9 @@ async def reviser(client: httpx.AsyncClient, name: str, args, deadline: float,
                 stats.users_out_of_work += 1
                 return  # no rubric left for this reviser
             if response.status_code != 302 or found is None:
-                stats.record("claim", response.status_code, t0, False,
-                             f"{location} {response.text}")
+                stats.record(
+                    "claim", response.status_code, t0, False, f"{location} {response.text}"
+                )
                 errors += 1
                 await asyncio.sleep(0.1)
                 continue
@@ -298,9 +352,13 @@ async def reviser(client: httpx.AsyncClient, name: str, args, deadline: float,
                 await asyncio.sleep(0.1)
                 continue
             ok = response.status_code == 200 and draft.read(response.text)
-            stats.record("workspace", response.status_code if ok else
-                         f"{response.status_code} without a checklist", t0, ok,
-                         response.text[:200])
+            stats.record(
+                "workspace",
+                response.status_code if ok else f"{response.status_code} without a checklist",
+                t0,
+                ok,
+                response.text[:200],
+            )
             if not ok:
                 errors += 1
                 await asyncio.sleep(0.1)
@@ -315,15 +373,22 @@ async def reviser(client: httpx.AsyncClient, name: str, args, deadline: float,
             try:
                 response = await client.post(
                     f"/rubrics/versions/{draft.version_id}/complete/",
-                    data={"revision": str(sent)}, headers=htmx_headers())
+                    data={"revision": str(sent)},
+                    headers=htmx_headers(),
+                )
             except httpx.HTTPError as exc:
                 stats.record("complete", type(exc).__name__, t0, False, str(exc))
                 errors += 1
                 page_due = True
                 continue
             ok = response.status_code == 204 and response.headers.get("hx-redirect")
-            stats.record("complete", response.status_code, t0, bool(ok),
-                         f"version {draft.version_id}: {response.text}")
+            stats.record(
+                "complete",
+                response.status_code,
+                t0,
+                bool(ok),
+                f"version {draft.version_id}: {response.text}",
+            )
             if not ok:
                 errors += 1
                 page_due = True  # reload, and try again
@@ -336,8 +401,9 @@ async def reviser(client: httpx.AsyncClient, name: str, args, deadline: float,
         sent = draft.revision
         t0 = time.perf_counter()
         try:
-            response = await client.post(path, data={**fields, "revision": str(sent)},
-                                         headers=htmx_headers())
+            response = await client.post(
+                path, data={**fields, "revision": str(sent)}, headers=htmx_headers()
+            )
         except httpx.HTTPError as exc:
             stats.record(op, type(exc).__name__, t0, False, str(exc))
             errors += 1
@@ -350,10 +416,13 @@ async def reviser(client: httpx.AsyncClient, name: str, args, deadline: float,
             wrong = "" if draft.read(response.text) else "without a checklist"
             read = not wrong
         ok = response.status_code == 200 and read
-        stats.record(op, f"{response.status_code}, not the answer expected" if wrong
-                     else response.status_code, t0, ok,
-                     f"version {draft.version_id} revision {sent}: {wrong} "
-                     f"{response.text[:300]}")
+        stats.record(
+            op,
+            f"{response.status_code}, not the answer expected" if wrong else response.status_code,
+            t0,
+            ok,
+            f"version {draft.version_id} revision {sent}: {wrong} {response.text[:300]}",
+        )
         if not ok:
             errors += 1
             page_due = page_due or not read  # a 409 brings the current state: go on from it
@@ -370,32 +439,46 @@ async def reviser(client: httpx.AsyncClient, name: str, args, deadline: float,
 async def run_load(args, credentials: dict) -> tuple[WorkspaceStats, float, datetime]:
     names = credentials["revisers"]
     if len(names) < args.users:
-        raise SystemExit(f"{args.credentials} has {len(names)} revisers; --users is "
-                         f"{args.users}")
+        raise SystemExit(f"{args.credentials} has {len(names)} revisers; --users is {args.users}")
     stats = WorkspaceStats()
     started_at = datetime.now(UTC)
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     async with contextlib.AsyncExitStack() as stack:
-        clients = [await stack.enter_async_context(
-            httpx.AsyncClient(base_url=args.url, timeout=args.timeout, limits=limits,
-                              trust_env=False, follow_redirects=False))
-            for _ in names[: args.users]]
+        clients = [
+            await stack.enter_async_context(
+                httpx.AsyncClient(
+                    base_url=args.url,
+                    timeout=args.timeout,
+                    limits=limits,
+                    trust_env=False,
+                    follow_redirects=False,
+                )
+            )
+            for _ in names[: args.users]
+        ]
         # Everyone logs in first (hashing a password is slow on purpose); timed apart.
-        logins = await asyncio.wait_for(asyncio.gather(*(
-            login(client, name, credentials["password"], stats)
-            for client, name in zip(clients, names, strict=False))),
-            timeout=2 * args.timeout + 30)
+        logins = await asyncio.wait_for(
+            asyncio.gather(
+                *(
+                    login(client, name, credentials["password"], stats)
+                    for client, name in zip(clients, names, strict=False)
+                )
+            ),
+            timeout=2 * args.timeout + 30,
+        )
         stats.measure_from = time.perf_counter() + args.warmup
         deadline = time.monotonic() + args.warmup + args.seconds
         tasks = [
-            asyncio.create_task(reviser(client, name, args, deadline, stats,
-                                        random.Random(args.seed * 1000 + i)))
+            asyncio.create_task(
+                reviser(client, name, args, deadline, stats, random.Random(args.seed * 1000 + i))
+            )
             for i, (client, name, ok) in enumerate(zip(clients, names, logins, strict=False))
             if ok
         ]
         # Bounded: every request has a timeout and every loop checks the deadline.
-        await asyncio.wait_for(asyncio.gather(*tasks),
-                               timeout=args.warmup + args.seconds + args.timeout + 30)
+        await asyncio.wait_for(
+            asyncio.gather(*tasks), timeout=args.warmup + args.seconds + args.timeout + 30
+        )
     return stats, time.perf_counter() - stats.measure_from, started_at
 
 
@@ -424,19 +507,29 @@ def check_database(stats: WorkspaceStats, started_at: datetime) -> dict[str, int
     from rubrics.models import HUMAN_STAGES, CheckEdit, RevisionClaim, RubricVersion
 
     now = timezone.now()
-    versions = {v["id"]: v for v in RubricVersion.objects.filter(stage__in=HUMAN_STAGES)
-                .values("id", "revision", "frozen_at", "made_by_id")}
+    versions = {
+        v["id"]: v
+        for v in RubricVersion.objects.filter(stage__in=HUMAN_STAGES).values(
+            "id", "revision", "frozen_at", "made_by_id"
+        )
+    }
     edits: dict[int, list[dict]] = {}
-    for e in CheckEdit.objects.order_by("id").values("id", "version_id", "op", "revision", "at",
-                                                      "after"):
+    for e in CheckEdit.objects.order_by("id").values(
+        "id", "version_id", "op", "revision", "at", "after"
+    ):
         edits.setdefault(e["version_id"], []).append(e)
 
     found: dict[str, list] = {
-        "revisions_not_1_to_n": [], "revision_counter_disagrees": [],
-        "frozen_without_completion_last": [], "edit_after_freeze": [],
-        "frozen_with_a_claim": [], "version_with_two_live_claims": [],
-        "reviser_with_two_live_drafts": [], "edit_seen_missing": [],
-        "edit_seen_differs": [], "edits_written_without_a_success": [],
+        "revisions_not_1_to_n": [],
+        "revision_counter_disagrees": [],
+        "frozen_without_completion_last": [],
+        "edit_after_freeze": [],
+        "frozen_with_a_claim": [],
+        "version_with_two_live_claims": [],
+        "reviser_with_two_live_drafts": [],
+        "edit_seen_missing": [],
+        "edit_seen_differs": [],
+        "edits_written_without_a_success": [],
     }
     for vid, v in versions.items():
         history = edits.get(vid, [])
@@ -452,21 +545,35 @@ def check_database(stats: WorkspaceStats, started_at: datetime) -> dict[str, int
             found["frozen_without_completion_last"].append(vid)
         if any(e["at"] > v["frozen_at"] or (last and e["id"] > last["id"]) for e in history):
             found["edit_after_freeze"].append(vid)
-    found["frozen_with_a_claim"] = list(RevisionClaim.objects.filter(
-        version__frozen_at__isnull=False).values_list("version_id", flat=True))
+    found["frozen_with_a_claim"] = list(
+        RevisionClaim.objects.filter(version__frozen_at__isnull=False).values_list(
+            "version_id", flat=True
+        )
+    )
     live = RevisionClaim.objects.filter(expires_at__gt=now)
     found["version_with_two_live_claims"] = list(
-        live.values("version_id").annotate(n=Count("id")).filter(n__gt=1)
-        .values_list("version_id", flat=True))
+        live.values("version_id")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+        .values_list("version_id", flat=True)
+    )
     found["reviser_with_two_live_drafts"] = list(
-        live.filter(version__frozen_at__isnull=True).values("reviser_id")
-        .annotate(n=Count("id")).filter(n__gt=1).values_list("reviser_id", flat=True))
+        live.filter(version__frozen_at__isnull=True)
+        .values("reviser_id")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+        .values_list("reviser_id", flat=True)
+    )
 
-    by_key = {(e["version_id"], e["revision"]): e for history in edits.values()
-              for e in history}
-    ops = {"edit_text": CheckEdit.Op.EDIT, "retier": CheckEdit.Op.RETIER,
-           "delete": CheckEdit.Op.DELETE, "add": CheckEdit.Op.ADD, "move": CheckEdit.Op.MOVE,
-           "complete": CheckEdit.Op.COMPLETE}
+    by_key = {(e["version_id"], e["revision"]): e for history in edits.values() for e in history}
+    ops = {
+        "edit_text": CheckEdit.Op.EDIT,
+        "retier": CheckEdit.Op.RETIER,
+        "delete": CheckEdit.Op.DELETE,
+        "add": CheckEdit.Op.ADD,
+        "move": CheckEdit.Op.MOVE,
+        "complete": CheckEdit.Op.COMPLETE,
+    }
     for key, (op, expected) in stats.seen.items():
         row = by_key.get(key)
         if row is None:
@@ -476,24 +583,31 @@ def check_database(stats: WorkspaceStats, started_at: datetime) -> dict[str, int
         if row["op"] != ops[op] or any(after.get(k) != v for k, v in expected.items()):
             found["edit_seen_differs"].append(key)
     found["edits_written_without_a_success"] = sorted(
-        key for key, e in by_key.items() if e["at"] >= started_at and key not in stats.seen)
+        key for key, e in by_key.items() if e["at"] >= started_at and key not in stats.seen
+    )
 
     summary: dict[str, int | list] = {name: len(ids) for name, ids in found.items()}
     summary["examples"] = [f"{name}: {ids[:5]}" for name, ids in found.items() if ids]
     summary["human_versions"] = len(versions)
     summary["frozen"] = sum(1 for v in versions.values() if v["frozen_at"] is not None)
     summary["edits"] = sum(len(h) for h in edits.values())
-    summary["rubrics_waiting"] = RubricVersion.objects.latest_per_rubric().filter(
-        frozen_at__isnull=False, stage="llm_refined_1").count()
+    summary["rubrics_waiting"] = (
+        RubricVersion.objects.latest_per_rubric()
+        .filter(frozen_at__isnull=False, stage="llm_refined_1")
+        .count()
+    )
     return summary
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     credentials = json.loads(args.credentials.read_text())
-    print(f"workspace load: {args.users} revisers, {args.seconds:g} s, think {args.think:g} s, "
-          f"{args.edits_per_get} edits a page, about {args.round_edits} edits a round, "
-          f"against {args.url}", flush=True)
+    print(
+        f"workspace load: {args.users} revisers, {args.seconds:g} s, think {args.think:g} s, "
+        f"{args.edits_per_get} edits a page, about {args.round_edits} edits a round, "
+        f"against {args.url}",
+        flush=True,
+    )
     cpu0 = time.process_time()
     stats, elapsed, started_at = asyncio.run(run_load(args, credentials))
     client_cpu = time.process_time() - cpu0
@@ -502,62 +616,90 @@ def main(argv=None) -> int:
     n_requests = sum(len(stats.latencies[e]) for e in measured)
     n_edits = sum(len(stats.latencies[e]) for e in EDITS)
     result: dict = {
-        "url": args.url, "users": args.users, "seconds": round(elapsed, 1),
-        "think": args.think, "edits_per_get": args.edits_per_get,
-        "round_edits": args.round_edits, "requests": n_requests,
+        "url": args.url,
+        "users": args.users,
+        "seconds": round(elapsed, 1),
+        "think": args.think,
+        "edits_per_get": args.edits_per_get,
+        "round_edits": args.round_edits,
+        "requests": n_requests,
         "requests_per_second": round(n_requests / elapsed, 1),
         "edits_per_second": round(n_edits / elapsed, 1),
-        "edits_seen": len(stats.seen), "rounds_completed": len(stats.completed),
-        "drafts_claimed": len(stats.claimed), "logged_in": stats.logged_in,
-        "errors": stats.errors, "conflicts_409": stats.conflicts,
+        "edits_seen": len(stats.seen),
+        "rounds_completed": len(stats.completed),
+        "drafts_claimed": len(stats.claimed),
+        "logged_in": stats.logged_in,
+        "errors": stats.errors,
+        "conflicts_409": stats.conflicts,
         "revision_jumps": stats.revision_jumps,
-        "warmup_seconds": args.warmup, "warmup_requests": stats.warmup_requests,
+        "warmup_seconds": args.warmup,
+        "warmup_requests": stats.warmup_requests,
         "client_cpu_seconds": round(client_cpu, 1),
-        "users_out_of_work": stats.users_out_of_work, "error_samples": stats.error_samples,
+        "users_out_of_work": stats.users_out_of_work,
+        "error_samples": stats.error_samples,
         "statuses": {k: {str(s): n for s, n in v.items()} for k, v in stats.statuses.items()},
         "latency_ms": {},
     }
-    print(f"\n{n_requests} requests in {elapsed:.1f} s after a {args.warmup:g} s warm-up "
-          f"({stats.warmup_requests} requests, logins included): "
-          f"{result['requests_per_second']} requests/s overall, {n_edits} edits "
-          f"({result['edits_per_second']}/s), {len(stats.completed)} rounds completed in all; "
-          f"load client used {client_cpu:.1f} CPU-s")
-    print(f"{'endpoint':9} {'count':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}"
-          "  statuses")
+    print(
+        f"\n{n_requests} requests in {elapsed:.1f} s after a {args.warmup:g} s warm-up "
+        f"({stats.warmup_requests} requests, logins included): "
+        f"{result['requests_per_second']} requests/s overall, {n_edits} edits "
+        f"({result['edits_per_second']}/s), {len(stats.completed)} rounds completed in all; "
+        f"load client used {client_cpu:.1f} CPU-s"
+    )
+    print(
+        f"{'endpoint':9} {'count':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+        "  statuses"
+    )
     missed = []
     for endpoint, values in stats.latencies.items():
         p50, p95, p99 = (percentile(values, q) for q in (50, 95, 99))
         top = max(values) * 1000 if values else float("nan")
-        result["latency_ms"][endpoint] = {"count": len(values), "p50": round(p50, 1),
-                                          "p95": round(p95, 1), "p99": round(p99, 1),
-                                          "max": round(top, 1)}
+        result["latency_ms"][endpoint] = {
+            "count": len(values),
+            "p50": round(p50, 1),
+            "p95": round(p95, 1),
+            "p99": round(p99, 1),
+            "max": round(top, 1),
+        }
         if endpoint not in UNTARGETED and values and not p95 <= TARGET_P95_MS:
             missed.append(endpoint)
-        print(f"{endpoint:9} {len(values):7d} {p50:8.1f} {p95:8.1f} {p99:8.1f} {top:8.1f}  "
-              f"{result['statuses'][endpoint]}")
-    print(f"errors: {stats.errors} (409 conflicts: {stats.conflicts}); answers whose revision "
-          f"was not the one sent + 1: {stats.revision_jumps}; revisers logged in: "
-          f"{stats.logged_in}/{args.users}; revisers who ran out of rubrics: "
-          f"{stats.users_out_of_work}")
+        print(
+            f"{endpoint:9} {len(values):7d} {p50:8.1f} {p95:8.1f} {p99:8.1f} {top:8.1f}  "
+            f"{result['statuses'][endpoint]}"
+        )
+    print(
+        f"errors: {stats.errors} (409 conflicts: {stats.conflicts}); answers whose revision "
+        f"was not the one sent + 1: {stats.revision_jumps}; revisers logged in: "
+        f"{stats.logged_in}/{args.users}; revisers who ran out of rubrics: "
+        f"{stats.users_out_of_work}"
+    )
     for sample in stats.error_samples:
         print(f"  {sample}")
     result["target_p95_ms"] = TARGET_P95_MS
     result["target_met"] = not missed
     result["target_missed_by"] = missed
-    print(f"target p95 <= {TARGET_P95_MS:g} ms for every endpoint but login: "
-          f"{'met' if not missed else 'NOT met (' + ', '.join(missed) + ')'}")
+    print(
+        f"target p95 <= {TARGET_P95_MS:g} ms for every endpoint but login: "
+        f"{'met' if not missed else 'NOT met (' + ', '.join(missed) + ')'}"
+    )
 
     violations = 0
     if not args.no_db_check:
         checks = check_database(stats, started_at)
         result["database"] = checks
-        rule_names = [k for k, v in checks.items()
-                      if isinstance(v, int) and k not in ("human_versions", "frozen", "edits",
-                                                          "rubrics_waiting")]
+        rule_names = [
+            k
+            for k, v in checks.items()
+            if isinstance(v, int)
+            and k not in ("human_versions", "frozen", "edits", "rubrics_waiting")
+        ]
         violations = sum(checks[k] for k in rule_names)
-        print(f"\ndatabase checks ({checks['human_versions']} human versions, "
-              f"{checks['frozen']} frozen, {checks['edits']} edits, "
-              f"{checks['rubrics_waiting']} rubrics still waiting): {violations} violations")
+        print(
+            f"\ndatabase checks ({checks['human_versions']} human versions, "
+            f"{checks['frozen']} frozen, {checks['edits']} edits, "
+            f"{checks['rubrics_waiting']} rubrics still waiting): {violations} violations"
+        )
         for name in rule_names:
             print(f"  {name:46} {checks[name]}")
         for example in checks["examples"]:

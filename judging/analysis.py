@@ -63,8 +63,7 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
                 concordant += 1
             else:
                 discordant += 1
-    denominator = math.sqrt((concordant + discordant + tied_x)
-                            * (concordant + discordant + tied_y))
+    denominator = math.sqrt((concordant + discordant + tied_x) * (concordant + discordant + tied_y))
     if denominator == 0:
         return None
     # Rounding can put |tau| a hair above 1 when there are no discordant pairs.
@@ -73,12 +72,14 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 def ranking(scores: Mapping[str, float | None]) -> list[str]:
     """The scored models, best first; equal scores by name, so the order is deterministic."""
-    return sorted((m for m, s in scores.items() if s is not None),
-                  key=lambda m: (-(scores[m] or 0.0), m))
+    return sorted(
+        (m for m, s in scores.items() if s is not None), key=lambda m: (-(scores[m] or 0.0), m)
+    )
 
 
-def adjacent_swaps(a: Mapping[str, float | None],
-                   b: Mapping[str, float | None]) -> list[tuple[str, str]]:
+def adjacent_swaps(
+    a: Mapping[str, float | None], b: Mapping[str, float | None]
+) -> list[tuple[str, str]]:
     """Pairs of models, over those both judges scored, that are neighbours in either judge's
     ranking and that the two judges order strictly the other way round. Each pair once, as
     (the model `a` ranks higher, the other), in `a`'s order; the same set whichever judge is
@@ -115,13 +116,22 @@ def rank_agreement(scores: Scores) -> list[PairAgreement]:
     judges = list(scores)
     out = []
     for i, ja in enumerate(judges):
-        for jb in judges[i + 1:]:
-            common = sorted(m for m, s in scores[ja].items()
-                            if s is not None and scores[jb].get(m) is not None)
-            tau = kendall_tau_b([_f(scores[ja][m]) for m in common],
-                                [_f(scores[jb][m]) for m in common])
-            out.append(PairAgreement(judge_a=ja, judge_b=jb, models=len(common), tau=tau,
-                                     swaps=adjacent_swaps(scores[ja], scores[jb])))
+        for jb in judges[i + 1 :]:
+            common = sorted(
+                m for m, s in scores[ja].items() if s is not None and scores[jb].get(m) is not None
+            )
+            tau = kendall_tau_b(
+                [_f(scores[ja][m]) for m in common], [_f(scores[jb][m]) for m in common]
+            )
+            out.append(
+                PairAgreement(
+                    judge_a=ja,
+                    judge_b=jb,
+                    models=len(common),
+                    tau=tau,
+                    swaps=adjacent_swaps(scores[ja], scores[jb]),
+                )
+            )
     return out
 
 
@@ -143,8 +153,9 @@ class SettingGap:
     cost: float | None  # text_only - multimodal: what naming the entity in text gives back
 
 
-def setting_gaps(multimodal: Mapping[str, float | None],
-                 text_only: Mapping[str, float | None]) -> list[SettingGap]:
+def setting_gaps(
+    multimodal: Mapping[str, float | None], text_only: Mapping[str, float | None]
+) -> list[SettingGap]:
     """One row per model seen in either setting, the largest cost first (models lacking one of
     the two scores last, by name). The cost of visual identification is text-only minus
     multimodal: positive when the model does worse having to recognise the entity itself."""
@@ -215,9 +226,15 @@ def leniency(scores: Scores) -> list[Leniency]:
         mean = _mean(_f(scores[judge][m]) for m in common)
         others_list = [_f(scores[j][m]) for j in judges if j != judge for m in common]
         others = _mean(others_list) if others_list else None
-        out.append(Leniency(judge=judge, mean=mean, others=others,
-                            leniency=None if others is None else mean - others,
-                            models=len(common)))
+        out.append(
+            Leniency(
+                judge=judge,
+                mean=mean,
+                others=others,
+                leniency=None if others is None else mean - others,
+                models=len(common),
+            )
+        )
     return out
 
 
@@ -289,8 +306,9 @@ class SelfPreference:
     judges: int  # other judges that scored the model
 
 
-def self_preference(scores: Scores, own: Mapping[str, Sequence[str]],
-                    leniencies: Iterable[Leniency] = ()) -> list[SelfPreference]:
+def self_preference(
+    scores: Scores, own: Mapping[str, Sequence[str]], leniencies: Iterable[Leniency] = ()
+) -> list[SelfPreference]:
     """For each judge and each of its own models: how it scores that model against the mean
     of the other judges' scores of the same model. `net` removes the judge's leniency (its
     kindness to every model), where known."""
@@ -299,14 +317,24 @@ def self_preference(scores: Scores, own: Mapping[str, Sequence[str]],
     for judge, models in own.items():
         for model in models:
             mine = scores.get(judge, {}).get(model)
-            theirs = [s for j, per in scores.items() if j != judge
-                      if (s := per.get(model)) is not None]
+            theirs = [
+                s for j, per in scores.items() if j != judge if (s := per.get(model)) is not None
+            ]
             others = _mean(theirs) if theirs else None
             gap = None if mine is None or others is None else mine - others
             lenient = kind.get(judge)
             net = None if gap is None or lenient is None else gap - lenient
-            out.append(SelfPreference(judge=judge, model=model, own=mine, others=others,
-                                      gap=gap, net=net, judges=len(theirs)))
+            out.append(
+                SelfPreference(
+                    judge=judge,
+                    model=model,
+                    own=mine,
+                    others=others,
+                    gap=gap,
+                    net=net,
+                    judges=len(theirs),
+                )
+            )
     return out
 
 
@@ -320,7 +348,8 @@ class Confusion:
     in LABELS order (the four verdicts, then failed)."""
 
     counts: dict[str, dict[str, int]] = field(
-        default_factory=lambda: {a: dict.fromkeys(LABELS, 0) for a in LABELS})
+        default_factory=lambda: {a: dict.fromkeys(LABELS, 0) for a in LABELS}
+    )
 
     @property
     def total(self) -> int:
@@ -353,10 +382,14 @@ class Confusion:
         return (observed - expected) / (1 - expected)
 
     def as_dict(self) -> dict:
-        return {"labels": list(LABELS), "counts": [[self.counts[a][b] for b in LABELS]
-                                                   for a in LABELS],
-                "total": self.total, "graded": self.graded, "agreement": self.agreement,
-                "kappa": self.kappa}
+        return {
+            "labels": list(LABELS),
+            "counts": [[self.counts[a][b] for b in LABELS] for a in LABELS],
+            "total": self.total,
+            "graded": self.graded,
+            "agreement": self.agreement,
+            "kappa": self.kappa,
+        }
 
 
 def confusion(pairs: Iterable[tuple[str, str, int]]) -> Confusion:

@@ -96,7 +96,8 @@ class RankingSerializer(serializers.Serializer):
     tau = serializers.FloatField(allow_null=True, help_text="Kendall's tau-b")
     swaps = serializers.ListField(
         child=serializers.ListField(child=serializers.CharField()),
-        help_text="[higher under A, lower under A]: neighbours in either ranking, reversed")
+        help_text="[higher under A, lower under A]: neighbours in either ranking, reversed",
+    )
 
 
 class SelfPreferenceSerializer(serializers.Serializer):
@@ -112,11 +113,13 @@ class SelfPreferenceSerializer(serializers.Serializer):
 class ConfusionSerializer(serializers.Serializer):
     judge_a = serializers.CharField()
     judge_b = serializers.CharField()
-    labels = serializers.ListField(child=serializers.CharField(),
-                                   help_text="the four verdicts, then failed")
+    labels = serializers.ListField(
+        child=serializers.CharField(), help_text="the four verdicts, then failed"
+    )
     counts = serializers.ListField(
         child=serializers.ListField(child=serializers.IntegerField()),
-        help_text="counts[i][j]: A said labels[i] and B said labels[j]")
+        help_text="counts[i][j]: A said labels[i] and B said labels[j]",
+    )
     total = serializers.IntegerField()
     graded = serializers.IntegerField(help_text="pairs in which neither judge failed")
     agreement = serializers.FloatField(allow_null=True)
@@ -130,8 +133,10 @@ class JudgesReportSerializer(serializers.Serializer):
     scores = JudgeScoresRowSerializer(many=True)
     leniency = LeniencySerializer(many=True)
     rankings = RankingSerializer(many=True)
-    own_models = serializers.DictField(child=serializers.ListField(
-        child=serializers.CharField()), help_text="judge -> its own evaluated models")
+    own_models = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="judge -> its own evaluated models",
+    )
     self_preference = SelfPreferenceSerializer(many=True)
     confusion = ConfusionSerializer(allow_null=True)
 
@@ -157,7 +162,8 @@ class CheckSerializer(serializers.Serializer):
     steps = serializers.ListField(child=serializers.CharField(), allow_null=True)
     evidence = EvidenceSerializer(many=True)
     missing_evidence = serializers.ListField(
-        child=serializers.CharField(), help_text="cited snippet ids the meta-rubric lacks")
+        child=serializers.CharField(), help_text="cited snippet ids the meta-rubric lacks"
+    )
 
 
 class JudgedSerializer(serializers.Serializer):
@@ -180,8 +186,9 @@ class QuestionResponseSerializer(serializers.Serializer):
     setting = serializers.ChoiceField(choices=Setting.values)
     text = serializers.CharField()
     model_version = serializers.CharField()
-    scores = serializers.DictField(child=ResponseOutcomeSerializer(),
-                                   help_text="judge -> this response's Gamut x100")
+    scores = serializers.DictField(
+        child=ResponseOutcomeSerializer(), help_text="judge -> this response's Gamut x100"
+    )
     verdicts = CheckVerdictsSerializer(many=True, help_text="one per check, in order")
 
 
@@ -201,17 +208,20 @@ class QuestionReportSerializer(serializers.Serializer):
 
 # --- the endpoints ---------------------------------------------------------------------------
 
-JUDGE = OpenApiParameter("judge", OpenApiTypes.STR, description="a judge's name; default: the "
-                         "first by name")
-SETTING = OpenApiParameter("setting", OpenApiTypes.STR, enum=Setting.values,
-                           description="default: multimodal")
+JUDGE = OpenApiParameter(
+    "judge", OpenApiTypes.STR, description="a judge's name; default: the first by name"
+)
+SETTING = OpenApiParameter(
+    "setting", OpenApiTypes.STR, enum=Setting.values, description="default: multimodal"
+)
 ERRORS = dict.fromkeys((400, 401, 403, 404), ErrorSerializer)
 
 
 class _Refused(Exception):
     def __init__(self, status: int, detail: str, field: str | None = None) -> None:
-        self.response = Response({"detail": detail, **({"field": field} if field else {})},
-                                 status=status)
+        self.response = Response(
+            {"detail": detail, **({"field": field} if field else {})}, status=status
+        )
 
 
 def _admin(request: Request) -> None:
@@ -251,38 +261,51 @@ def _answer(build) -> Response:
         return refused.response
 
 
-@extend_schema(summary="The leaderboard of one judge and setting (admins)",
-               parameters=[JUDGE, SETTING],
-               responses={200: LeaderboardSerializer, **ERRORS})
+@extend_schema(
+    summary="The leaderboard of one judge and setting (admins)",
+    parameters=[JUDGE, SETTING],
+    responses={200: LeaderboardSerializer, **ERRORS},
+)
 @api_view(["GET"])
 def leaderboard_detail(request: Request) -> Response:
     def build() -> dict:
         _admin(request)
         judge, setting = _judge(request), _setting(request)
         board = leaderboard(judge=judge, setting=setting, settings=scoring_settings())
-        return {"judge": board.judge, "setting": board.setting, "questions": board.questions,
-                "rows": [row.as_dict() for row in board.rows]}
+        return {
+            "judge": board.judge,
+            "setting": board.setting,
+            "questions": board.questions,
+            "rows": [row.as_dict() for row in board.rows],
+        }
+
     return _answer(build)
 
 
-@extend_schema(summary="Multimodal against text-only per model, under one judge (admins)",
-               parameters=[JUDGE], responses={200: SettingsReportSerializer, **ERRORS})
+@extend_schema(
+    summary="Multimodal against text-only per model, under one judge (admins)",
+    parameters=[JUDGE],
+    responses={200: SettingsReportSerializer, **ERRORS},
+)
 @api_view(["GET"])
 def settings_detail(request: Request) -> Response:
     def build() -> dict:
         _admin(request)
         return reports.settings_report(_judge(request))
+
     return _answer(build)
 
 
 @extend_schema(
     summary="Judges compared in one setting (admins)",
     description="Scores per model under each judge, leniency, Kendall's tau-b and swapped "
-                "neighbours per pair of judges, self-preference, and the verdict confusion "
-                "matrix of judges `a` and `b` (default: the first two by name).",
-    parameters=[SETTING,
-                OpenApiParameter("a", OpenApiTypes.STR, description="judge A (rows)"),
-                OpenApiParameter("b", OpenApiTypes.STR, description="judge B (columns)")],
+    "neighbours per pair of judges, self-preference, and the verdict confusion "
+    "matrix of judges `a` and `b` (default: the first two by name).",
+    parameters=[
+        SETTING,
+        OpenApiParameter("a", OpenApiTypes.STR, description="judge A (rows)"),
+        OpenApiParameter("b", OpenApiTypes.STR, description="judge B (columns)"),
+    ],
     responses={200: JudgesReportSerializer, **ERRORS},
 )
 @api_view(["GET"])
@@ -294,14 +317,16 @@ def judges_detail(request: Request) -> Response:
         if not judges:
             raise _Refused(404, "No judge yet.")
         judge_a = _named_judge(request, "a") or judges[0]
-        judge_b = (_named_judge(request, "b")
-                   or next((j for j in judges if j != judge_a), None))
+        judge_b = _named_judge(request, "b") or next((j for j in judges if j != judge_a), None)
         return reports.judges_report(setting=setting, judge_a=judge_a, judge_b=judge_b)
+
     return _answer(build)
 
 
-@extend_schema(summary="One question's responses, checks, verdicts and evidence (admins)",
-               responses={200: QuestionReportSerializer, **ERRORS})
+@extend_schema(
+    summary="One question's responses, checks, verdicts and evidence (admins)",
+    responses={200: QuestionReportSerializer, **ERRORS},
+)
 @api_view(["GET"])
 def question_detail(request: Request, source_id: str) -> Response:
     def build() -> dict:
@@ -310,8 +335,10 @@ def question_detail(request: Request, source_id: str) -> Response:
             question = reports.question_for(source_id)
         except FinalQuestion.DoesNotExist as exc:
             raise _Refused(404, "No final question for this image.") from exc
-        return reports.question_report(question, image_url=request.build_absolute_uri(
-            reports.image_url_for(source_id)))
+        return reports.question_report(
+            question, image_url=request.build_absolute_uri(reports.image_url_for(source_id))
+        )
+
     return _answer(build)
 
 
@@ -321,7 +348,8 @@ class AgreementRowSerializer(serializers.Serializer):
     exact = serializers.IntegerField(help_text="same verdict as the person")
     exact_rate = serializers.FloatField(allow_null=True)
     same_side = serializers.IntegerField(
-        help_text="same side: meets or partially meets against missing or contradicts")
+        help_text="same side: meets or partially meets against missing or contradicts"
+    )
     same_side_rate = serializers.FloatField(allow_null=True)
 
 
@@ -336,12 +364,17 @@ class AgreementSerializer(serializers.Serializer):
     progress = SpotProgressSerializer()
 
 
-@extend_schema(summary="Each judge's agreement with people's spot checks (admins)",
-               responses={200: AgreementSerializer, **ERRORS})
+@extend_schema(
+    summary="Each judge's agreement with people's spot checks (admins)",
+    responses={200: AgreementSerializer, **ERRORS},
+)
 @api_view(["GET"])
 def spot_check_agreement(request: Request) -> Response:
     def build() -> dict:
         _admin(request)
-        return {"agreement": [row.as_dict() for row in judge_agreement()],
-                "progress": spot_check_progress()}
+        return {
+            "agreement": [row.as_dict() for row in judge_agreement()],
+            "progress": spot_check_progress(),
+        }
+
     return _answer(build)

@@ -17,12 +17,12 @@ from .services import Given, verdicts_record
 
 MODELS = {
     "demo-model-a": "A cappuccino: a shot of espresso topped with steamed milk and a thick layer "
-                    "of milk foam. The pattern is latte art, a rosetta or heart poured freehand: "
-                    "the barista steams the milk into microfoam, pours from a height so it "
-                    "sinks under the crema, then lowers the pitcher and wiggles it. (Demo "
-                    "answer, written for the demo.)",
+    "of milk foam. The pattern is latte art, a rosetta or heart poured freehand: "
+    "the barista steams the milk into microfoam, pours from a height so it "
+    "sinks under the crema, then lowers the pitcher and wiggles it. (Demo "
+    "answer, written for the demo.)",
     "demo-model-b": "This looks like a latte with a design drawn on top with a stencil and "
-                    "cocoa powder. (Demo answer, written for the demo.)",
+    "cocoa powder. (Demo answer, written for the demo.)",
 }
 JUDGES = ("demo-judge-strict", "demo-judge-lenient")
 VERDICTS = ("meets", "partially_meets", "missing", "contradicts")
@@ -54,11 +54,26 @@ def demo_judging() -> bool:
     for name, text in MODELS.items():
         model = EvaluatedModel.objects.create(name=name, provider="demo data")
         for setting in Setting.values:
-            response = Response.objects.create(model=model, question=question, setting=setting,
-                                               text=text, model_version="demo data")
+            response = Response.objects.create(
+                model=model,
+                question=question,
+                setting=setting,
+                text=text,
+                model_version="demo data",
+            )
             for judge in judges:
-                verdicts_record(judge=judge, response=response, template_version="demo", given=[
-                    Given(check.pk, _verdict(judge.name, name, setting, check.check_id),
-                          "Demo rationale, written for the demo.", "demo data")
-                    for check in checks])
+                verdicts_record(
+                    judge=judge,
+                    response=response,
+                    template_version="demo",
+                    given=[
+                        Given(
+                            check.pk,
+                            _verdict(judge.name, name, setting, check.check_id),
+                            "Demo rationale, written for the demo.",
+                            "demo data",
+                        )
+                        for check in checks
+                    ],
+                )
     return True

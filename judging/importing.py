@@ -74,13 +74,21 @@ def responses_parse(lines: Iterable[str]) -> list[ResponseEntry]:
         if line_problems:
             problems.append((number, "; ".join(line_problems)))
             continue
-        entry = ResponseEntry(line=number, source_id=obj["source_id"].strip(),
-                              model=obj["model"].strip(), setting=setting,
-                              text=obj["response"])
+        entry = ResponseEntry(
+            line=number,
+            source_id=obj["source_id"].strip(),
+            model=obj["model"].strip(),
+            setting=setting,
+            text=obj["response"],
+        )
         earlier = first_line_of.setdefault((entry.source_id, entry.model, setting), number)
         if earlier != number:
-            problems.append((number, f"({entry.source_id!r}, {entry.model!r}, {setting!r}) "
-                                     f"repeats line {earlier}"))
+            problems.append(
+                (
+                    number,
+                    f"({entry.source_id!r}, {entry.model!r}, {setting!r}) repeats line {earlier}",
+                )
+            )
             continue
         entries.append(entry)
 
@@ -114,16 +122,19 @@ def responses_import(entries: list[ResponseEntry]) -> ResponseImportResult:
     for name in new_models:
         models[name] = EvaluatedModel.objects.create(name=name)
     existing = set(
-        Response.objects.filter(question_id__in={e.question_id for e in entries},
-                                model__name__in=names)
-        .values_list("question_id", "model__name", "setting")
+        Response.objects.filter(
+            question_id__in={e.question_id for e in entries}, model__name__in=names
+        ).values_list("question_id", "model__name", "setting")
     )
     skipped, new = [], []
     for e in entries:
         if (e.question_id, e.model, e.setting) in existing:
             skipped.append((e.source_id, e.model, e.setting))
         else:
-            new.append(Response(model=models[e.model], question_id=e.question_id,
-                                setting=e.setting, text=e.text))
+            new.append(
+                Response(
+                    model=models[e.model], question_id=e.question_id, setting=e.setting, text=e.text
+                )
+            )
     Response.objects.bulk_create(new, batch_size=500)
     return ResponseImportResult(imported=len(new), skipped=skipped, new_models=new_models)

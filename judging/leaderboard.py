@@ -66,15 +66,31 @@ class Row:
 
     def as_dict(self) -> dict:
         return {
-            "model": self.model, "gamut": self.gamut, "ci_low": self.low, "ci_high": self.high,
+            "model": self.model,
+            "gamut": self.gamut,
+            "ci_low": self.low,
+            "ci_high": self.high,
             **{tier: self.tiers.get(tier) for tier in TIERS},
-            "questions": self.questions, "scored": self.scored, "missing": self.missing,
-            "failed": self.failed, "pending": self.pending,
+            "questions": self.questions,
+            "scored": self.scored,
+            "missing": self.missing,
+            "failed": self.failed,
+            "pending": self.pending,
         }
 
 
-EXPORT_COLUMNS = ["model", "gamut", "ci_low", "ci_high", *TIERS, "questions", "scored",
-                  "missing", "failed", "pending"]
+EXPORT_COLUMNS = [
+    "model",
+    "gamut",
+    "ci_low",
+    "ci_high",
+    *TIERS,
+    "questions",
+    "scored",
+    "missing",
+    "failed",
+    "pending",
+]
 
 
 @dataclass
@@ -87,8 +103,9 @@ class Leaderboard:
     popularities: list[str]
 
 
-def bootstrap_interval(values: list[float] | np.ndarray, *, resamples: int = RESAMPLES,
-                       seed: int = SEED) -> tuple[float, float] | tuple[None, None]:
+def bootstrap_interval(
+    values: list[float] | np.ndarray, *, resamples: int = RESAMPLES, seed: int = SEED
+) -> tuple[float, float] | tuple[None, None]:
     """95% percentile bootstrap interval of the mean, resampling the values (questions)."""
     data = np.asarray(values, dtype=float)
     if not len(data):
@@ -106,7 +123,8 @@ def _x100(value: float | None) -> float | None:
 def _final_version_of_rubric(rubric_ref: str) -> Subquery:
     return Subquery(
         RubricVersion.objects.filter(rubric=OuterRef(rubric_ref), frozen_at__isnull=False)
-        .order_by("-id").values("id")[:1],
+        .order_by("-id")
+        .values("id")[:1],
         output_field=IntegerField(),
     )
 
@@ -115,7 +133,9 @@ def _questions() -> list[tuple[int, str, str, int | None, int | None]]:
     """(id, domain, popularity, final version id, checks in it) of every non-dropped question."""
     n_checks = Subquery(
         RubricCheck.objects.filter(version_id=OuterRef("final_version"), deleted_at__isnull=True)
-        .values("version_id").annotate(n=Count("id")).values("n"),
+        .values("version_id")
+        .annotate(n=Count("id"))
+        .values("n"),
         output_field=IntegerField(),
     )
     return list(
@@ -133,18 +153,37 @@ _M, _P, _S, _C, _F = range(5)
 SCORED, MISSING, FAILED, PENDING = range(4)
 
 
-def _counts(judge: Judge, setting: str, final_versions: np.ndarray, question_ids: np.ndarray,
-            model_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _counts(
+    judge: Judge,
+    setting: str,
+    final_versions: np.ndarray,
+    question_ids: np.ndarray,
+    model_ids: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """counts[model, question, tier, verdict] of each question's final version, and whether
     each (model, question) has any count row. `question_ids` and `model_ids` are sorted;
     `final_versions` is aligned with `question_ids` (0 where a question has none)."""
-    tier_code = Case(*(When(tier=tier, then=Value(t)) for t, tier in enumerate(TIERS)),
-                     default=Value(-1), output_field=IntegerField())
-    rows = (ResponseTierCount.objects.filter(judge=judge, response__setting=setting)
-            .annotate(tier_code=tier_code)
-            .values_list("response__model_id", "response__question_id", "version_id",
-                         "tier_code", "meets", "partially", "missing", "contradicts", "failed")
-            .order_by())
+    tier_code = Case(
+        *(When(tier=tier, then=Value(t)) for t, tier in enumerate(TIERS)),
+        default=Value(-1),
+        output_field=IntegerField(),
+    )
+    rows = (
+        ResponseTierCount.objects.filter(judge=judge, response__setting=setting)
+        .annotate(tier_code=tier_code)
+        .values_list(
+            "response__model_id",
+            "response__question_id",
+            "version_id",
+            "tier_code",
+            "meets",
+            "partially",
+            "missing",
+            "contradicts",
+            "failed",
+        )
+        .order_by()
+    )
     data = np.array(list(rows), dtype=np.int64).reshape(-1, 9)
     counts = np.zeros((len(model_ids), len(question_ids), len(TIERS), 5), dtype=np.int64)
     seen = np.zeros((len(model_ids), len(question_ids)), dtype=bool)
@@ -154,19 +193,22 @@ def _counts(judge: Judge, setting: str, final_versions: np.ndarray, question_ids
     m = np.minimum(np.searchsorted(model_ids, data[:, 0]), len(model_ids) - 1)
     # Only each (non-dropped) question's final version: verdicts on checks that a later
     # version changed or deleted are never scored.
-    keep = ((question_ids[q] == data[:, 1]) & (final_versions[q] == data[:, 2])
-            & (model_ids[m] == data[:, 0]))
+    keep = (
+        (question_ids[q] == data[:, 1])
+        & (final_versions[q] == data[:, 2])
+        & (model_ids[m] == data[:, 0])
+    )
     data, q, m = data[keep], q[keep], m[keep]
     if (data[:, 3] < 0).any():
-        raise ScoringError(f"a count row has an unknown tier; expected one of "
-                           f"{', '.join(TIERS)}")
+        raise ScoringError(f"a count row has an unknown tier; expected one of {', '.join(TIERS)}")
     counts[m, q, data[:, 3]] = data[:, 4:]
     seen[m, q] = True
     return counts, seen
 
 
-def _response_scores(counts: np.ndarray, settings: ScoringSettings
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _response_scores(
+    counts: np.ndarray, settings: ScoringSettings
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """scoring.response_score over an array of counts [..., tier, verdict]: the tier scores,
     which tiers have a check, and the Gamut score. The same floating-point operations in the
     same order as scoring.tier_score and scoring.response_score, so the same results to the
@@ -197,21 +239,32 @@ def _mean(values: np.ndarray) -> float | None:
 
 def _cell(outcome: np.ndarray, gamut: np.ndarray, subset: np.ndarray) -> Cell:
     scored = subset & (outcome == SCORED)
-    return Cell(gamut=_x100(_mean(gamut[scored])), scored=int(scored.sum()),
-                questions=int(subset.sum()))
+    return Cell(
+        gamut=_x100(_mean(gamut[scored])), scored=int(scored.sum()), questions=int(subset.sum())
+    )
 
 
-def leaderboard(*, judge: Judge, setting: str, settings: ScoringSettings = DEFAULT_SETTINGS,
-                resamples: int = RESAMPLES, seed: int = SEED) -> Leaderboard:
+def leaderboard(
+    *,
+    judge: Judge,
+    setting: str,
+    settings: ScoringSettings = DEFAULT_SETTINGS,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> Leaderboard:
     questions = _questions()  # in id order
     question_ids = np.array([q[0] for q in questions], dtype=np.int64)
     final_versions = np.array([q[3] or 0 for q in questions], dtype=np.int64)
     responded = np.array(
-        list(Response.objects.filter(setting=setting, question__dropped_at__isnull=True)
-             .values_list("model_id", "question_id")), dtype=np.int64).reshape(-1, 2)
+        list(
+            Response.objects.filter(setting=setting, question__dropped_at__isnull=True).values_list(
+                "model_id", "question_id"
+            )
+        ),
+        dtype=np.int64,
+    ).reshape(-1, 2)
     model_ids = np.unique(responded[:, 0])  # the arrays' model axis, in id order
-    names = dict(EvaluatedModel.objects.filter(pk__in=model_ids.tolist())
-                 .values_list("id", "name"))
+    names = dict(EvaluatedModel.objects.filter(pk__in=model_ids.tolist()).values_list("id", "name"))
     counts, seen = _counts(judge, setting, final_versions, question_ids, model_ids)
     domains = sorted({q[1] for q in questions})
     popularities = [p for p in ("head", "torso", "tail") if any(q[2] == p for q in questions)]
@@ -237,8 +290,7 @@ def leaderboard(*, judge: Judge, setting: str, settings: ScoringSettings = DEFAU
         raise Unscorable("a response whose tiers all have weight 0 has no Gamut score")
 
     by_domain = {d: np.array([q[1] == d for q in questions], dtype=bool) for d in domains}
-    by_popularity = {p: np.array([q[2] == p for q in questions], dtype=bool)
-                     for p in popularities}
+    by_popularity = {p: np.array([q[2] == p for q in questions], dtype=bool) for p in popularities}
     rows = []
     for i, model_id in enumerate(model_ids.tolist()):
         scored = outcome[i] == SCORED
@@ -248,17 +300,31 @@ def leaderboard(*, judge: Judge, setting: str, settings: ScoringSettings = DEFAU
             tier: _x100(_mean(tier_scores[i, :, t][scored & present[i, :, t]]))
             for t, tier in enumerate(TIERS)
         }
-        rows.append(Row(
-            model=names[model_id], gamut=_x100(_mean(values)), low=_x100(low), high=_x100(high),
-            tiers=tiers, questions=len(questions), scored=int(scored.sum()),
-            missing=int((outcome[i] == MISSING).sum()),
-            failed=int((outcome[i] == FAILED).sum()),
-            pending=int((outcome[i] == PENDING).sum()),
-            by_domain={d: _cell(outcome[i], gamut[i], mask) for d, mask in by_domain.items()},
-            by_popularity={p: _cell(outcome[i], gamut[i], mask)
-                           for p, mask in by_popularity.items()},
-        ))
+        rows.append(
+            Row(
+                model=names[model_id],
+                gamut=_x100(_mean(values)),
+                low=_x100(low),
+                high=_x100(high),
+                tiers=tiers,
+                questions=len(questions),
+                scored=int(scored.sum()),
+                missing=int((outcome[i] == MISSING).sum()),
+                failed=int((outcome[i] == FAILED).sum()),
+                pending=int((outcome[i] == PENDING).sum()),
+                by_domain={d: _cell(outcome[i], gamut[i], mask) for d, mask in by_domain.items()},
+                by_popularity={
+                    p: _cell(outcome[i], gamut[i], mask) for p, mask in by_popularity.items()
+                },
+            )
+        )
     # Model names are unique, so this is a total order whatever the order of model_ids.
     rows.sort(key=lambda r: (r.gamut is None, -(r.gamut or 0), r.model))
-    return Leaderboard(judge=judge.name, setting=setting, questions=len(questions), rows=rows,
-                       domains=domains, popularities=popularities)
+    return Leaderboard(
+        judge=judge.name,
+        setting=setting,
+        questions=len(questions),
+        rows=rows,
+        domains=domains,
+        popularities=popularities,
+    )

@@ -37,8 +37,9 @@ from .models import VerdictValue
 BATCH_ROUNDS = 3
 
 
-def _batch_requests(pairs: list[list[int]], params: dict[str, Any]
-                    ) -> tuple[LLMModel, dict[str, BatchRequest], dict[str, Any]]:
+def _batch_requests(
+    pairs: list[list[int]], params: dict[str, Any]
+) -> tuple[LLMModel, dict[str, BatchRequest], dict[str, Any]]:
     """Plan every response of the group; the requests left to call, keyed response:check."""
     requests: dict[str, BatchRequest] = {}
     template = judge_template(params.get("prompt_version"))
@@ -53,18 +54,23 @@ def _batch_requests(pairs: list[list[int]], params: dict[str, Any]
         for check in plan.to_call:
             key = f"{response_id}:{check.pk}"
             requests[key] = BatchRequest(
-                key, (*plan.prefix, template.check(tier=check.tier, text=check.text)),
-                JudgeReply)
+                key, (*plan.prefix, template.check(tier=check.tier, text=check.text)), JudgeReply
+            )
     if model is None:
         raise ItemFailed("the item has no response to judge")
     return model, requests, summary
 
 
-def _record_batch(params: dict[str, Any], given: dict[int, list[Given]],
-                  template_version: str) -> None:
+def _record_batch(
+    params: dict[str, Any], given: dict[int, list[Given]], template_version: str
+) -> None:
     for response_id, verdicts in given.items():
-        _record_verdicts(params=params, response_id=response_id, given=verdicts,
-                         template_version=template_version)
+        _record_verdicts(
+            params=params,
+            response_id=response_id,
+            given=verdicts,
+            template_version=template_version,
+        )
 
 
 async def judge_batch(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[str, Any]:
@@ -77,15 +83,18 @@ async def judge_batch(gateway: Gateway, payload: dict[str, Any]) -> ItemResult |
     poll = float(params.get("poll_seconds", django_settings.LLM_BATCH_POLL_SECONDS))
     for _ in range(2):  # ingest what is over, then submit what is left (bounded)
         model, requests, summary = await sync_to_async(_batch_requests)(
-            payload["responses"], params)
+            payload["responses"], params
+        )
         if not requests:
             summary.update(batches=rounds, calls=sum(not c.cached for c in calls))
             return ItemResult.of_calls(summary, *calls)
         if names:
             statuses = [await batch_status(gateway, model, name) for name in names]
             if not all(status.over for status in statuses):
-                raise ItemDeferred(poll, {"round": rounds, "batches": names,
-                                          "waiting": [s.state for s in statuses]})
+                raise ItemDeferred(
+                    poll,
+                    {"round": rounds, "batches": names, "waiting": [s.state for s in statuses]},
+                )
             given: dict[int, list[Given]] = {}
             for status in statuses:
                 for answer in status.answers:
@@ -93,14 +102,21 @@ async def judge_batch(gateway: Gateway, payload: dict[str, Any]) -> ItemResult |
                     if request is None:
                         continue  # recorded already (a redelivered poll) or unknown
                     call = await batch_answer(
-                        gateway, model, request, answer, stage=JUDGE_BATCH,
+                        gateway,
+                        model,
+                        request,
+                        answer,
+                        stage=JUDGE_BATCH,
                         template_name=template.prompt.name,
-                        template_version=str(template.prompt.version), job_id=context.job_id)
+                        template_version=str(template.prompt.version),
+                        job_id=context.job_id,
+                    )
                     calls.append(call)
                     if call.ok:  # the rest goes round again
                         response_id, check_pk = (int(x) for x in answer.key.split(":"))
-                        given.setdefault(response_id, []).append(_given(
-                            _Check(check_pk, "", ""), call))
+                        given.setdefault(response_id, []).append(
+                            _given(_Check(check_pk, "", ""), call)
+                        )
             await sync_to_async(_record_batch)(params, given, template.version)
             names = []
             continue
@@ -108,22 +124,34 @@ async def judge_batch(gateway: Gateway, payload: dict[str, Any]) -> ItemResult |
             failed: dict[int, list[Given]] = {}
             for key in requests:
                 response_id, check_pk = (int(x) for x in key.split(":"))
-                failed.setdefault(response_id, []).append(Given(
-                    check_pk, VerdictValue.FAILED,
-                    f"no verdict after {BATCH_ROUNDS} batches (an error inside each batch, "
-                    "an invalid answer, or batches that failed or expired)"))
+                failed.setdefault(response_id, []).append(
+                    Given(
+                        check_pk,
+                        VerdictValue.FAILED,
+                        f"no verdict after {BATCH_ROUNDS} batches (an error inside each batch, "
+                        "an invalid answer, or batches that failed or expired)",
+                    )
+                )
             await sync_to_async(_record_batch)(params, failed, template.version)
-            raise ItemFailed(f"{len(requests)} checks got no verdict after {BATCH_ROUNDS} "
-                             "batches", *calls)
+            raise ItemFailed(
+                f"{len(requests)} checks got no verdict after {BATCH_ROUNDS} batches", *calls
+            )
         groups = split_by_size(list(requests.values()))
-        names = [await batch_submit(gateway, model, group, stage=JUDGE_BATCH,
-                                    display_name=f"job {context.job_id} {context.key} "
-                                                 f"round {rounds + 1} part {n}",
-                                    job_id=context.job_id)
-                 for n, group in enumerate(groups, 1)]
+        names = [
+            await batch_submit(
+                gateway,
+                model,
+                group,
+                stage=JUDGE_BATCH,
+                display_name=f"job {context.job_id} {context.key} round {rounds + 1} part {n}",
+                job_id=context.job_id,
+            )
+            for n, group in enumerate(groups, 1)
+        ]
         # What the answers taken so far cost is counted now; the item stays open.
-        raise ItemDeferred(poll, {"round": rounds + 1, "batches": names,
-                                  "requests": len(requests)}, *calls)
+        raise ItemDeferred(
+            poll, {"round": rounds + 1, "batches": names, "requests": len(requests)}, *calls
+        )
     raise ItemDeferred(poll, {"round": rounds, "batches": names}, *calls)
 
 

@@ -66,8 +66,9 @@ class JudgeReply(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     verdict: Literal["meets", "partially_meets", "missing", "contradicts"]
-    rationale: str = Field(description="One or two sentences pointing at the deciding part "
-                                       "of the answer.")
+    rationale: str = Field(
+        description="One or two sentences pointing at the deciding part of the answer."
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,12 +98,13 @@ class JudgeTemplate:
         head, marked, rest = self.prompt.text.partition(PHOTO_MARK)
         middle, checked, tail = rest.partition(CHECK_MARK)
         if not marked or not checked:
-            raise JobError(f"prompt {self.prompt.name} v{self.prompt.version} lacks its "
-                           f"{PHOTO_MARK} and {CHECK_MARK} markers")
+            raise JobError(
+                f"prompt {self.prompt.name} v{self.prompt.version} lacks its "
+                f"{PHOTO_MARK} and {CHECK_MARK} markers"
+            )
         return head.strip("\n"), middle.strip("\n"), tail.strip("\n")
 
-    def prefix(self, *, question: str, response: str,
-               photo: ImagePart | None) -> list[PromptPart]:
+    def prefix(self, *, question: str, response: str, photo: ImagePart | None) -> list[PromptPart]:
         head, middle, _ = self.parts()
         prefix: list[PromptPart] = [head.format(question=question)]
         if photo is not None:
@@ -135,8 +137,11 @@ class _Ask:
 def _collect_setup(question_id: int, params: dict[str, Any]) -> _Ask:
     evaluated = EvaluatedModel.objects.select_related("llm_model").get(pk=params["model_id"])
     setting = params["setting"]
-    existing = (Response.objects.filter(model=evaluated, question_id=question_id,
-                                        setting=setting).values_list("pk", flat=True).first())
+    existing = (
+        Response.objects.filter(model=evaluated, question_id=question_id, setting=setting)
+        .values_list("pk", flat=True)
+        .first()
+    )
     if existing is not None:
         return _Ask(done=existing)
     if evaluated.llm_model is None:
@@ -145,17 +150,26 @@ def _collect_setup(question_id: int, params: dict[str, Any]) -> _Ask:
     template = load_prompt(ANSWER_PROMPT[Setting(setting)], params.get("prompt_version"))
     text = template.render(question=question.text, entity=question.image.entity)
     prompt: tuple[PromptPart, ...] = (
-        (_photo(question), text) if setting == Setting.MULTIMODAL else (text,))
+        (_photo(question), text) if setting == Setting.MULTIMODAL else (text,)
+    )
     return _Ask(done=None, model=evaluated.llm_model, prompt=prompt, template=template)
 
 
-def _store_response(*, question_id: int, params: dict[str, Any], text: str, call: CallResult,
-                    latency_ms: int) -> int:
+def _store_response(
+    *, question_id: int, params: dict[str, Any], text: str, call: CallResult, latency_ms: int
+) -> int:
     response, _ = Response.objects.get_or_create(
-        model_id=params["model_id"], question_id=question_id, setting=params["setting"],
-        defaults={"text": text, "model_version": call.model_version,
-                  "input_tokens": call.tokens_in, "output_tokens": call.tokens_out,
-                  "latency_ms": latency_ms})
+        model_id=params["model_id"],
+        question_id=question_id,
+        setting=params["setting"],
+        defaults={
+            "text": text,
+            "model_version": call.model_version,
+            "input_tokens": call.tokens_in,
+            "output_tokens": call.tokens_out,
+            "latency_ms": latency_ms,
+        },
+    )
     return response.pk
 
 
@@ -168,17 +182,27 @@ async def collect(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dic
     assert ask.model is not None and ask.template is not None
     started = time.perf_counter()
     call = await gateway.call_text(
-        ask.model, prompt=ask.prompt, stage=COLLECT, template_name=ask.template.name,
-        template_version=str(ask.template.version), fresh=bool(context.params.get("fresh")),
-        job_id=context.job_id)
+        ask.model,
+        prompt=ask.prompt,
+        stage=COLLECT,
+        template_name=ask.template.name,
+        template_version=str(ask.template.version),
+        fresh=bool(context.params.get("fresh")),
+        job_id=context.job_id,
+    )
     latency_ms = int((time.perf_counter() - started) * 1000)
     if not call.ok:
         raise ItemFailed(f"the model gave no answer ({call.outcome}): {call.error}", call)
     response_id = await sync_to_async(_store_response)(
-        question_id=question_id, params=context.params, text=call.raw_text, call=call,
-        latency_ms=latency_ms)
-    return ItemResult.of_calls({"response_id": response_id, "characters": len(call.raw_text),
-                                "cached": call.cached}, call)
+        question_id=question_id,
+        params=context.params,
+        text=call.raw_text,
+        call=call,
+        latency_ms=latency_ms,
+    )
+    return ItemResult.of_calls(
+        {"response_id": response_id, "characters": len(call.raw_text), "cached": call.cached}, call
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,40 +231,67 @@ def _judge_plan(response_id: int, version_id: int, params: dict[str, Any]) -> _P
         raise ItemFailed(f"the judge {judge.name} has no LLM model to call")
     response = Response.objects.select_related("question__image").get(pk=response_id)
     template = judge_template(params.get("prompt_version"))
-    checks = list(RubricCheck.objects.filter(version_id=version_id, deleted_at__isnull=True)
-                  .order_by("position").values_list("pk", "tier", "text"))
-    judged = set(judge.verdicts.filter(response=response, check_row__version_id=version_id)
-                 .exclude(verdict=VerdictValue.FAILED).values_list("check_row_id", flat=True))
+    checks = list(
+        RubricCheck.objects.filter(version_id=version_id, deleted_at__isnull=True)
+        .order_by("position")
+        .values_list("pk", "tier", "text")
+    )
+    judged = set(
+        judge.verdicts.filter(response=response, check_row__version_id=version_id)
+        .exclude(verdict=VerdictValue.FAILED)
+        .values_list("check_row_id", flat=True)
+    )
     open_ = [_Check(pk, tier, text) for pk, tier, text in checks if pk not in judged]
-    keys = {check.pk: verdict_key(judge=judge, template_version=template.version,
-                                  check_text=check.text, response_text=response.text)
-            for check in open_}
+    keys = {
+        check.pk: verdict_key(
+            judge=judge,
+            template_version=template.version,
+            check_text=check.text,
+            response_text=response.text,
+        )
+        for check in open_
+    }
     earlier = {} if params.get("fresh") else verdicts_find(judge=judge, keys=list(keys.values()))
-    copies = [Given(check.pk, found.verdict, found.rationale, found.judge_model_version)
-              for check in open_ if (found := earlier.get(keys[check.pk])) is not None]
+    copies = [
+        Given(check.pk, found.verdict, found.rationale, found.judge_model_version)
+        for check in open_
+        if (found := earlier.get(keys[check.pk])) is not None
+    ]
     if copies:
-        verdicts_record(judge=judge, response=response, given=copies,
-                        template_version=template.version)
+        verdicts_record(
+            judge=judge, response=response, given=copies, template_version=template.version
+        )
     to_call = [check for check in open_ if keys[check.pk] not in earlier]
     photo = _photo(response.question) if response.setting == Setting.MULTIMODAL else None
-    prefix = template.prefix(question=response.question.text, response=response.text,
-                             photo=photo) if to_call else []
+    prefix = (
+        template.prefix(question=response.question.text, response=response.text, photo=photo)
+        if to_call
+        else []
+    )
     return _Plan(judge.llm_model, tuple(prefix), to_call, len(judged), len(copies))
 
 
 def _given(check: _Check, call: CallResult) -> Given:
     if call.ok and isinstance(call.output, JudgeReply):
         return Given(check.pk, call.output.verdict, call.output.rationale, call.model_version)
-    return Given(check.pk, VerdictValue.FAILED,
-                 f"no verdict ({call.outcome}): {call.error}"[:2000], call.model_version)
+    return Given(
+        check.pk,
+        VerdictValue.FAILED,
+        f"no verdict ({call.outcome}): {call.error}"[:2000],
+        call.model_version,
+    )
 
 
-def _record_verdicts(*, params: dict[str, Any], response_id: int, given: list[Given],
-                     template_version: str) -> None:
+def _record_verdicts(
+    *, params: dict[str, Any], response_id: int, given: list[Given], template_version: str
+) -> None:
     # The whole rows: the verdicts' keys are computed from the judge's name and the response.
-    verdicts_record(judge=Judge.objects.get(pk=params["judge_id"]),
-                    response=Response.objects.get(pk=response_id), given=given,
-                    template_version=template_version)
+    verdicts_record(
+        judge=Judge.objects.get(pk=params["judge_id"]),
+        response=Response.objects.get(pk=response_id),
+        given=given,
+        template_version=template_version,
+    )
 
 
 async def judge(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[str, Any]:
@@ -248,18 +299,28 @@ async def judge(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
     context = current_item.get()
     params = context.params
     plan = await sync_to_async(_judge_plan)(response_id, version_id, params)
-    summary = {"checks": plan.already + plan.reused + len(plan.to_call), "calls": 0,
-               "reused": plan.reused, "already": plan.already, "failed": 0}
+    summary = {
+        "checks": plan.already + plan.reused + len(plan.to_call),
+        "calls": 0,
+        "reused": plan.reused,
+        "already": plan.already,
+        "failed": 0,
+    }
     if not plan.to_call:
         return summary
     template = judge_template(params.get("prompt_version"))
 
     async def one(check: _Check) -> CallResult:
         return await gateway.call_structured(
-            plan.model, prompt=[*plan.prefix, template.check(tier=check.tier, text=check.text)],
-            schema=JudgeReply, stage=JUDGE, template_name=template.prompt.name,
-            template_version=str(template.prompt.version), fresh=bool(params.get("fresh")),
-            job_id=context.job_id)
+            plan.model,
+            prompt=[*plan.prefix, template.check(tier=check.tier, text=check.text)],
+            schema=JudgeReply,
+            stage=JUDGE,
+            template_name=template.prompt.name,
+            template_version=str(template.prompt.version),
+            fresh=bool(params.get("fresh")),
+            job_id=context.job_id,
+        )
 
     outcomes = await run_bounded([one(check) for check in plan.to_call], CALLS_PER_RESPONSE)
     crashed = [exc for exc in outcomes if isinstance(exc, Exception)]
@@ -269,16 +330,21 @@ async def judge(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
     # One transaction for the response's verdicts: an item that dies before it calls again,
     # and the ledger's cache answers what was already paid for.
     given = [_given(check, call) for check, call in zip(plan.to_call, calls, strict=True)]
-    await sync_to_async(_record_verdicts)(params=params, response_id=response_id, given=given,
-                                          template_version=template.version)
+    await sync_to_async(_record_verdicts)(
+        params=params, response_id=response_id, given=given, template_version=template.version
+    )
     summary["calls"] = sum(1 for call in calls if not call.cached)
-    failures = [(g, call) for g, call in zip(given, calls, strict=True)
-                if g.verdict == VerdictValue.FAILED]
+    failures = [
+        (g, call) for g, call in zip(given, calls, strict=True) if g.verdict == VerdictValue.FAILED
+    ]
     summary["failed"] = len(failures)
     if failures:
         first = failures[0][1]
-        raise ItemFailed(f"{len(failures)} of {len(plan.to_call)} checks got no verdict; "
-                         f"first: {first.outcome}: {first.error}", *calls)
+        raise ItemFailed(
+            f"{len(failures)} of {len(plan.to_call)} checks got no verdict; "
+            f"first: {first.outcome}: {first.error}",
+            *calls,
+        )
     return ItemResult.of_calls(summary, *calls)
 
 
@@ -303,18 +369,30 @@ def _open_questions(question_ids: Sequence[int] | None) -> Any:
     return questions.filter(pk__in=question_ids) if question_ids is not None else questions
 
 
-def collect_items(*, evaluated: EvaluatedModel, setting: str,
-                  question_ids: Sequence[int] | None = None) -> list[tuple[str, dict]]:
+def collect_items(
+    *, evaluated: EvaluatedModel, setting: str, question_ids: Sequence[int] | None = None
+) -> list[tuple[str, dict]]:
     """The final questions (not dropped) that the model has not answered in this setting."""
     answered = Response.objects.filter(model=evaluated, setting=setting).values("question_id")
-    questions = (_open_questions(question_ids).exclude(pk__in=answered)
-                 .select_related("image").order_by("pk"))
-    return [(q.image.source_id, {"question_id": q.pk})
-            for q in questions.only("pk", "image__source_id")]
+    questions = (
+        _open_questions(question_ids)
+        .exclude(pk__in=answered)
+        .select_related("image")
+        .order_by("pk")
+    )
+    return [
+        (q.image.source_id, {"question_id": q.pk}) for q in questions.only("pk", "image__source_id")
+    ]
 
 
-def collect_launch(*, user: Any, evaluated: EvaluatedModel, setting: str,
-                   question_ids: Sequence[int] | None = None, fresh: bool = False) -> Job:
+def collect_launch(
+    *,
+    user: Any,
+    evaluated: EvaluatedModel,
+    setting: str,
+    question_ids: Sequence[int] | None = None,
+    fresh: bool = False,
+) -> Job:
     if setting not in Setting.values:
         raise JobError(f"unknown setting {setting!r}; expected one of {', '.join(Setting.values)}")
     model = _usable(evaluated.llm_model, f"The evaluated model {evaluated.name}")
@@ -322,9 +400,19 @@ def collect_launch(*, user: Any, evaluated: EvaluatedModel, setting: str,
     if not items:
         raise JobError(f"{evaluated.name} has answered every question in scope ({setting}).")
     prompt = load_prompt(ANSWER_PROMPT[Setting(setting)])
-    return job_launch(kind=COLLECT, items=items, user=user, params={
-        "model_id": evaluated.pk, "model": model.name, "evaluated_model": evaluated.name,
-        "setting": setting, "prompt_version": prompt.version, "fresh": fresh})
+    return job_launch(
+        kind=COLLECT,
+        items=items,
+        user=user,
+        params={
+            "model_id": evaluated.pk,
+            "model": model.name,
+            "evaluated_model": evaluated.name,
+            "setting": setting,
+            "prompt_version": prompt.version,
+            "fresh": fresh,
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -338,9 +426,13 @@ class JudgeScope:
     without_rubric: int  # responses whose question has no frozen rubric version yet
 
 
-def judge_scope(*, judge: Judge, model_ids: Sequence[int] | None = None,
-                settings: Sequence[str] | None = None,
-                question_ids: Sequence[int] | None = None) -> JudgeScope:
+def judge_scope(
+    *,
+    judge: Judge,
+    model_ids: Sequence[int] | None = None,
+    settings: Sequence[str] | None = None,
+    question_ids: Sequence[int] | None = None,
+) -> JudgeScope:
     responses = Response.objects.filter(question__dropped_at__isnull=True)
     if model_ids is not None:
         responses = responses.filter(model_id__in=model_ids)
@@ -348,22 +440,37 @@ def judge_scope(*, judge: Judge, model_ids: Sequence[int] | None = None,
         responses = responses.filter(setting__in=settings)
     if question_ids is not None:
         responses = responses.filter(question_id__in=question_ids)
-    rows = list(responses.order_by("pk").values_list("pk", "question_id", "model__name",
-                                                     "setting"))
+    rows = list(responses.order_by("pk").values_list("pk", "question_id", "model__name", "setting"))
     versions = final_versions_of(sorted({question_id for _, question_id, _, _ in rows}))
-    sizes = dict(RubricCheck.objects.filter(version_id__in=set(versions.values()),
-                                            deleted_at__isnull=True)
-                 .values("version_id").annotate(n=Count("pk")).values_list("version_id", "n")
-                 ) if versions else {}
-    done = {
-        (response_id, version_id): total or 0
-        for response_id, version_id, total in ResponseTierCount.objects.filter(
-            judge=judge, version_id__in=set(versions.values()),
-            response_id__in=[pk for pk, _, _, _ in rows],
-        ).values("response_id", "version_id").annotate(
-            total=Sum("meets") + Sum("partially") + Sum("missing") + Sum("contradicts"),
-        ).values_list("response_id", "version_id", "total")
-    } if versions and rows else {}
+    sizes = (
+        dict(
+            RubricCheck.objects.filter(
+                version_id__in=set(versions.values()), deleted_at__isnull=True
+            )
+            .values("version_id")
+            .annotate(n=Count("pk"))
+            .values_list("version_id", "n")
+        )
+        if versions
+        else {}
+    )
+    done = (
+        {
+            (response_id, version_id): total or 0
+            for response_id, version_id, total in ResponseTierCount.objects.filter(
+                judge=judge,
+                version_id__in=set(versions.values()),
+                response_id__in=[pk for pk, _, _, _ in rows],
+            )
+            .values("response_id", "version_id")
+            .annotate(
+                total=Sum("meets") + Sum("partially") + Sum("missing") + Sum("contradicts"),
+            )
+            .values_list("response_id", "version_id", "total")
+        }
+        if versions and rows
+        else {}
+    )
     items: list[tuple[str, dict]] = []
     checks = without = 0
     for response_id, question_id, model_name, setting in rows:
@@ -374,36 +481,60 @@ def judge_scope(*, judge: Judge, model_ids: Sequence[int] | None = None,
         missing = sizes.get(version_id, 0) - done.get((response_id, version_id), 0)
         if missing > 0:
             checks += missing
-            items.append((f"{model_name}/{setting}/{question_id}",
-                          {"response_id": response_id, "version_id": version_id}))
+            items.append(
+                (
+                    f"{model_name}/{setting}/{question_id}",
+                    {"response_id": response_id, "version_id": version_id},
+                )
+            )
     return JudgeScope(items, checks, len(rows), without)
 
 
-def judge_launch(*, user: Any, judge: Judge, model_ids: Sequence[int] | None = None,
-                 settings: Sequence[str] | None = None,
-                 question_ids: Sequence[int] | None = None, fresh: bool = False,
-                 batch: bool = False, batch_responses: int = 50) -> Job:
+def judge_launch(
+    *,
+    user: Any,
+    judge: Judge,
+    model_ids: Sequence[int] | None = None,
+    settings: Sequence[str] | None = None,
+    question_ids: Sequence[int] | None = None,
+    fresh: bool = False,
+    batch: bool = False,
+    batch_responses: int = 50,
+) -> Job:
     """Judge the responses in scope on each question's final rubric version: one item per
     response, or with `batch` (Gemini judges only) one item per group of `batch_responses`
     responses, judged through the Batch API at half the price."""
     model = _usable(judge.llm_model, f"The judge {judge.name}")
     template = judge_template()
-    scope = judge_scope(judge=judge, model_ids=model_ids, settings=settings,
-                        question_ids=question_ids)
+    scope = judge_scope(
+        judge=judge, model_ids=model_ids, settings=settings, question_ids=question_ids
+    )
     if not scope.items:
-        raise JobError("Every response in scope has a verdict from this judge on every check "
-                       "of its question's final rubric.")
-    params = {"judge_id": judge.pk, "judge": judge.name, "model": model.name,
-              "prompt_version": template.prompt.version, "fresh": fresh}
+        raise JobError(
+            "Every response in scope has a verdict from this judge on every check "
+            "of its question's final rubric."
+        )
+    params = {
+        "judge_id": judge.pk,
+        "judge": judge.name,
+        "model": model.name,
+        "prompt_version": template.prompt.version,
+        "fresh": fresh,
+    }
     if not batch:
         return job_launch(kind=JUDGE, items=scope.items, user=user, params=params)
     if model.provider != Provider.GEMINI:
-        raise JobError(f"The Batch API is Gemini's; the judge {judge.name} calls "
-                       f"{model.name} ({model.provider}).")
+        raise JobError(
+            f"The Batch API is Gemini's; the judge {judge.name} calls "
+            f"{model.name} ({model.provider})."
+        )
     if batch_responses < 1:
         raise JobError("A batch needs at least one response.")
     pairs = [[p["response_id"], p["version_id"]] for _, p in scope.items]
-    groups = [pairs[i:i + batch_responses] for i in range(0, len(pairs), batch_responses)]
-    return job_launch(kind=JUDGE_BATCH, user=user, params={**params, "batch": True},
-                      items=[(f"batch-{n:04d}", {"responses": group})
-                             for n, group in enumerate(groups, 1)])
+    groups = [pairs[i : i + batch_responses] for i in range(0, len(pairs), batch_responses)]
+    return job_launch(
+        kind=JUDGE_BATCH,
+        user=user,
+        params={**params, "batch": True},
+        items=[(f"batch-{n:04d}", {"responses": group}) for n, group in enumerate(groups, 1)],
+    )

@@ -162,8 +162,9 @@ class ScoringConfig(models.Model):
     weight_answer_critical = models.FloatField(default=0.6)
     weight_valuable = models.FloatField(default=0.3)
     weight_context = models.FloatField(default=0.1)
-    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                   on_delete=models.SET_NULL, related_name="+")
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -171,13 +172,18 @@ class ScoringConfig(models.Model):
         verbose_name_plural = "scoring settings"
 
     def __str__(self) -> str:
-        return (f"lambda {self.partial_credit}, mu {self.mu}, weights "
-                f"{self.weight_answer_critical}/{self.weight_valuable}/{self.weight_context}")
+        return (
+            f"lambda {self.partial_credit}, mu {self.mu}, weights "
+            f"{self.weight_answer_critical}/{self.weight_valuable}/{self.weight_context}"
+        )
 
     def as_settings(self) -> ScoringSettings:
         """Raises SettingsInvalid (every problem named) for values the method forbids."""
-        return ScoringSettings(lambda_=self.partial_credit, mu=self.mu, weights=(
-            self.weight_answer_critical, self.weight_valuable, self.weight_context))
+        return ScoringSettings(
+            lambda_=self.partial_credit,
+            mu=self.mu,
+            weights=(self.weight_answer_critical, self.weight_valuable, self.weight_context),
+        )
 
     def clean(self) -> None:
         try:
@@ -192,20 +198,27 @@ class SpotCheck(models.Model):
     each judge's agreement with people is computed from the graded rows."""
 
     response = models.ForeignKey(Response, on_delete=models.PROTECT, related_name="spot_checks")
-    check_row = models.ForeignKey("rubrics.RubricCheck", on_delete=models.PROTECT,
-                                  related_name="spot_checks")
-    drawn_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                 on_delete=models.SET_NULL, related_name="+")
+    check_row = models.ForeignKey(
+        "rubrics.RubricCheck", on_delete=models.PROTECT, related_name="spot_checks"
+    )
+    drawn_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     drawn_at = models.DateTimeField(default=timezone.now)
     # One grader at a time: a lease, like review claims.
-    claimed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                   on_delete=models.SET_NULL, related_name="+")
+    claimed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     claimed_until = models.DateTimeField(null=True, blank=True)
-    verdict = models.CharField(max_length=16, blank=True, choices=[
-        (v, label) for v, label in VerdictValue.choices if v != VerdictValue.FAILED])
+    verdict = models.CharField(
+        max_length=16,
+        blank=True,
+        choices=[(v, label) for v, label in VerdictValue.choices if v != VerdictValue.FAILED],
+    )
     note = models.TextField(blank=True)
-    graded_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                  on_delete=models.PROTECT, related_name="+")
+    graded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     graded_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -213,10 +226,13 @@ class SpotCheck(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["response", "check_row"], name="spot_check_once"),
             models.CheckConstraint(
-                condition=(models.Q(graded_at__isnull=True, verdict="")
-                           | models.Q(graded_at__isnull=False, graded_by__isnull=False)
-                           & ~models.Q(verdict="")),
-                name="spot_check_graded_whole"),
+                condition=(
+                    models.Q(graded_at__isnull=True, verdict="")
+                    | models.Q(graded_at__isnull=False, graded_by__isnull=False)
+                    & ~models.Q(verdict="")
+                ),
+                name="spot_check_graded_whole",
+            ),
         ]
 
     def __str__(self) -> str:

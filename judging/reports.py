@@ -37,9 +37,18 @@ def _round(value: float | None, digits: int = 4) -> float | None:
 
 # --- multimodal against text-only ------------------------------------------------------------
 
-SETTINGS_COLUMNS = ["model", "multimodal", "multimodal_ci_low", "multimodal_ci_high",
-                    "multimodal_scored", "text_only", "text_only_ci_low", "text_only_ci_high",
-                    "text_only_scored", "cost"]
+SETTINGS_COLUMNS = [
+    "model",
+    "multimodal",
+    "multimodal_ci_low",
+    "multimodal_ci_high",
+    "multimodal_scored",
+    "text_only",
+    "text_only_ci_low",
+    "text_only_ci_high",
+    "text_only_scored",
+    "cost",
+]
 
 
 def settings_report(judge: Judge, *, scoring: ScoringSettings | None = None) -> dict:
@@ -63,8 +72,7 @@ def settings_report(judge: Judge, *, scoring: ScoringSettings | None = None) -> 
             row[f"{setting}_scored"] = r.scored if r else 0
         row["cost"] = _round(gap.cost)
         out.append(row)
-    return {"judge": judge.name, "questions": boards[Setting.MULTIMODAL].questions,
-            "rows": out}
+    return {"judge": judge.name, "questions": boards[Setting.MULTIMODAL].questions, "rows": out}
 
 
 # --- judges compared -------------------------------------------------------------------------
@@ -80,11 +88,18 @@ def scores_columns(judges: Iterable[str]) -> list[str]:
 
 def _own_models(judges: list[Judge]) -> dict[str, list[str]]:
     return analysis.own_models(
-        [analysis.JudgeRef(name=j.name, llm_model_id=j.llm_model_id,
-                           provider_model=j.llm_model.model if j.llm_model else "")
-         for j in judges],
-        [analysis.ModelRef(name=m.name, llm_model_id=m.llm_model_id, model_name=m.model_name)
-         for m in EvaluatedModel.objects.order_by("name")],
+        [
+            analysis.JudgeRef(
+                name=j.name,
+                llm_model_id=j.llm_model_id,
+                provider_model=j.llm_model.model if j.llm_model else "",
+            )
+            for j in judges
+        ],
+        [
+            analysis.ModelRef(name=m.name, llm_model_id=m.llm_model_id, model_name=m.model_name)
+            for m in EvaluatedModel.objects.order_by("name")
+        ],
     )
 
 
@@ -95,20 +110,36 @@ def verdict_pairs(*, judge_a: Judge, judge_b: Judge, setting: str) -> list[tuple
     B's on the same response and check row (1.5 s for the 880,000 pairs of one setting at full
     size on SQLite; a correlated subquery for B's verdict took 3 to 4 s)."""
     rows = (
-        Verdict.objects.filter(judge=judge_a, response__setting=setting,
-                               response__question__dropped_at__isnull=True,
-                               check_row__deleted_at__isnull=True,
-                               check_row__version_id__in=final_version_ids())
-        .annotate(other=FilteredRelation("response__verdicts", condition=Q(
-            response__verdicts__judge=judge_b, response__verdicts__check_row=F("check_row"))))
+        Verdict.objects.filter(
+            judge=judge_a,
+            response__setting=setting,
+            response__question__dropped_at__isnull=True,
+            check_row__deleted_at__isnull=True,
+            check_row__version_id__in=final_version_ids(),
+        )
+        .annotate(
+            other=FilteredRelation(
+                "response__verdicts",
+                condition=Q(
+                    response__verdicts__judge=judge_b, response__verdicts__check_row=F("check_row")
+                ),
+            )
+        )
         .filter(other__isnull=False)
-        .values("verdict", "other__verdict").annotate(n=Count("id")).order_by()
+        .values("verdict", "other__verdict")
+        .annotate(n=Count("id"))
+        .order_by()
     )
     return [(r["verdict"], r["other__verdict"], r["n"]) for r in rows]
 
 
-def judges_report(*, setting: str, judge_a: Judge | None = None, judge_b: Judge | None = None,
-                  scoring: ScoringSettings | None = None) -> dict:
+def judges_report(
+    *,
+    setting: str,
+    judge_a: Judge | None = None,
+    judge_b: Judge | None = None,
+    scoring: ScoringSettings | None = None,
+) -> dict:
     """Every judge's scores of every model in one setting, and what follows from comparing
     them; the verdict confusion of judges A and B (by default the first two by name)."""
     scoring = scoring or scoring_settings()
@@ -123,15 +154,18 @@ def judges_report(*, setting: str, judge_a: Judge | None = None, judge_b: Judge 
     score_rows: list[dict[str, Any]] = []
     for model in models:
         spread = spreads.get(model)
-        score_rows.append({
-            "model": model,
-            "scores": {j: _round(scores[j].get(model)) for j in names},
-            "largest_difference": _round(spread.difference) if spread else None,
-            "highest": spread.high if spread else None,
-            "lowest": spread.low if spread else None,
-        })
-    score_rows.sort(key=lambda r: (r["largest_difference"] is None,
-                                   -(r["largest_difference"] or 0), r["model"]))
+        score_rows.append(
+            {
+                "model": model,
+                "scores": {j: _round(scores[j].get(model)) for j in names},
+                "largest_difference": _round(spread.difference) if spread else None,
+                "highest": spread.high if spread else None,
+                "lowest": spread.low if spread else None,
+            }
+        )
+    score_rows.sort(
+        key=lambda r: (r["largest_difference"] is None, -(r["largest_difference"] or 0), r["model"])
+    )
     leniencies = analysis.leniency(scores) if len(judges) > 1 else []
     own = _own_models(judges)
     report: dict = {
@@ -139,17 +173,37 @@ def judges_report(*, setting: str, judge_a: Judge | None = None, judge_b: Judge 
         "judges": names,
         "common_models": analysis.common_models(scores) if judges else [],
         "scores": score_rows,
-        "leniency": [{"judge": row.judge, "mean": _round(row.mean), "others": _round(row.others),
-                      "leniency": _round(row.leniency), "models": row.models}
-                     for row in leniencies],
-        "rankings": [{"judge_a": p.judge_a, "judge_b": p.judge_b, "models": p.models,
-                      "tau": _round(p.tau), "swaps": [list(s) for s in p.swaps]}
-                     for p in analysis.rank_agreement(scores)],
+        "leniency": [
+            {
+                "judge": row.judge,
+                "mean": _round(row.mean),
+                "others": _round(row.others),
+                "leniency": _round(row.leniency),
+                "models": row.models,
+            }
+            for row in leniencies
+        ],
+        "rankings": [
+            {
+                "judge_a": p.judge_a,
+                "judge_b": p.judge_b,
+                "models": p.models,
+                "tau": _round(p.tau),
+                "swaps": [list(s) for s in p.swaps],
+            }
+            for p in analysis.rank_agreement(scores)
+        ],
         "own_models": own,
         "self_preference": [
-            {"judge": p.judge, "model": p.model, "own": _round(p.own),
-             "others": _round(p.others), "gap": _round(p.gap), "net": _round(p.net),
-             "judges": p.judges}
+            {
+                "judge": p.judge,
+                "model": p.model,
+                "own": _round(p.own),
+                "others": _round(p.others),
+                "gap": _round(p.gap),
+                "net": _round(p.net),
+                "judges": p.judges,
+            }
             for p in analysis.self_preference(scores, own, leniencies)
         ],
         "confusion": None,
@@ -157,10 +211,10 @@ def judges_report(*, setting: str, judge_a: Judge | None = None, judge_b: Judge 
     if judge_a is None and judge_b is None and len(judges) >= 2:
         judge_a, judge_b = judges[0], judges[1]
     if judge_a is not None and judge_b is not None:
-        matrix = analysis.confusion(verdict_pairs(judge_a=judge_a, judge_b=judge_b,
-                                                  setting=setting))
-        report["confusion"] = {"judge_a": judge_a.name, "judge_b": judge_b.name,
-                               **matrix.as_dict()}
+        matrix = analysis.confusion(
+            verdict_pairs(judge_a=judge_a, judge_b=judge_b, setting=setting)
+        )
+        report["confusion"] = {"judge_a": judge_a.name, "judge_b": judge_b.name, **matrix.as_dict()}
         for key in ("agreement", "kappa"):
             report["confusion"][key] = _round(report["confusion"][key])
     return report
@@ -173,14 +227,22 @@ def judges_table(report: dict, table: str) -> tuple[list[str], list[dict]]:
     """One table of a judges report as CSV columns and flat rows."""
     if table == "scores":
         return scores_columns(report["judges"]), [
-            {"model": r["model"], **r["scores"], "largest_difference": r["largest_difference"],
-             "highest": r["highest"], "lowest": r["lowest"]} for r in report["scores"]]
+            {
+                "model": r["model"],
+                **r["scores"],
+                "largest_difference": r["largest_difference"],
+                "highest": r["highest"],
+                "lowest": r["lowest"],
+            }
+            for r in report["scores"]
+        ]
     if table == "leniency":
         return LENIENCY_COLUMNS, report["leniency"]
     if table == "rankings":
         return RANKING_COLUMNS, [
             {**r, "swaps": "; ".join(f"{a} > {b}" for a, b in r["swaps"])}
-            for r in report["rankings"]]
+            for r in report["rankings"]
+        ]
     if table == "self_preference":
         return SELF_COLUMNS, report["self_preference"]
     if table == "confusion":
@@ -189,7 +251,8 @@ def judges_table(report: dict, table: str) -> tuple[list[str], list[dict]]:
             return CONFUSION_COLUMNS, []
         return CONFUSION_COLUMNS, [
             {"judge_a_verdict": label, **dict(zip(matrix["labels"], row, strict=True))}
-            for label, row in zip(matrix["labels"], matrix["counts"], strict=True)]
+            for label, row in zip(matrix["labels"], matrix["counts"], strict=True)
+        ]
     raise KeyError(table)
 
 
@@ -198,19 +261,27 @@ JUDGES_TABLES = ("scores", "leniency", "rankings", "self_preference", "confusion
 
 # --- one question ----------------------------------------------------------------------------
 
-QUESTION_COLUMNS = ["setting", "model", "check_id", "tier", "check", "judge", "verdict",
-                    "rationale"]
+QUESTION_COLUMNS = [
+    "setting",
+    "model",
+    "check_id",
+    "tier",
+    "check",
+    "judge",
+    "verdict",
+    "rationale",
+]
 
 
 def question_for(source_id: str) -> FinalQuestion:
     """The final question of an image, with its image and rubric (one query); raises
     FinalQuestion.DoesNotExist."""
-    return (FinalQuestion.objects.select_related("image", "rubric")
-            .get(image__source_id=source_id))
+    return FinalQuestion.objects.select_related("image", "rubric").get(image__source_id=source_id)
 
 
-def _response_outcome(verdicts: list[str], n_checks: int, tiers: list[str],
-                      scoring: ScoringSettings) -> tuple[str, float | None]:
+def _response_outcome(
+    verdicts: list[str], n_checks: int, tiers: list[str], scoring: ScoringSettings
+) -> tuple[str, float | None]:
     """What a judge's verdicts on one response amount to: ("scored", Gamut x100), or
     ("failed" | "pending", None), as the leaderboard decides."""
     if VerdictValue.FAILED in verdicts:
@@ -226,8 +297,9 @@ def _response_outcome(verdicts: list[str], n_checks: int, tiers: list[str],
         return "pending", None
 
 
-def question_report(question: FinalQuestion, *, image_url: str,
-                    scoring: ScoringSettings | None = None) -> dict:
+def question_report(
+    question: FinalQuestion, *, image_url: str, scoring: ScoringSettings | None = None
+) -> dict:
     """One question: its checks in the final rubric version (with tier, provenance and
     evidence), each model's response per setting, and each judge's verdict and rationale per
     check, with the response's Gamut x100 under each judge. Five queries (and one for the
@@ -235,27 +307,59 @@ def question_report(question: FinalQuestion, *, image_url: str,
     scoring = scoring or scoring_settings()
     rubric = getattr(question, "rubric", None)
     version = final_version(rubric) if rubric else None
-    checks = (list(RubricCheck.objects.filter(version=version, deleted_at__isnull=True)
-                   .order_by("position")) if version else [])
-    snippets = {s.get("id"): s for s in (version.meta_rubric or {}).get("snippets", [])
-                if isinstance(s, dict)} if version else {}
+    checks = (
+        list(
+            RubricCheck.objects.filter(version=version, deleted_at__isnull=True).order_by(
+                "position"
+            )
+        )
+        if version
+        else []
+    )
+    snippets = (
+        {
+            s.get("id"): s
+            for s in (version.meta_rubric or {}).get("snippets", [])
+            if isinstance(s, dict)
+        }
+        if version
+        else {}
+    )
     judges = [j.name for j in Judge.objects.order_by("name")]
-    responses = list(Response.objects.filter(question=question).select_related("model")
-                     .order_by("setting", "model__name"))
+    responses = list(
+        Response.objects.filter(question=question)
+        .select_related("model")
+        .order_by("setting", "model__name")
+    )
     # response id -> check id -> judge name -> verdict
     by_response: dict[int, dict[int, dict[str, Verdict]]] = defaultdict(dict)
     if checks:
-        for v in (Verdict.objects.filter(response__question=question, check_row__in=checks)
-                  .select_related("judge")):
+        for v in Verdict.objects.filter(
+            response__question=question, check_row__in=checks
+        ).select_related("judge"):
             by_response[v.response_id].setdefault(v.check_row_id, {})[v.judge.name] = v
-    check_rows = [{
-        "check_id": c.check_id, "position": c.position, "tier": c.tier, "kind": c.kind,
-        "secondary": c.secondary, "text": c.text, "source": c.source, "rule": c.rule,
-        "origin": c.origin, "options": c.options, "steps": c.steps,
-        "evidence": [{"id": s, **{k: snippets[s].get(k, "") for k in ("url", "title", "text")}}
-                     for s in c.snippets if s in snippets],
-        "missing_evidence": [s for s in c.snippets if s not in snippets],
-    } for c in checks]
+    check_rows = [
+        {
+            "check_id": c.check_id,
+            "position": c.position,
+            "tier": c.tier,
+            "kind": c.kind,
+            "secondary": c.secondary,
+            "text": c.text,
+            "source": c.source,
+            "rule": c.rule,
+            "origin": c.origin,
+            "options": c.options,
+            "steps": c.steps,
+            "evidence": [
+                {"id": s, **{k: snippets[s].get(k, "") for k in ("url", "title", "text")}}
+                for s in c.snippets
+                if s in snippets
+            ],
+            "missing_evidence": [s for s in c.snippets if s not in snippets],
+        }
+        for c in checks
+    ]
     tiers = [c.tier for c in checks]
     response_rows = []
     for r in responses:
@@ -263,28 +367,46 @@ def question_report(question: FinalQuestion, *, image_url: str,
         per_check = []
         for c in checks:
             given = verdicts.get(c.pk, {})
-            per_check.append({j: {"verdict": given[j].verdict, "rationale": given[j].rationale}
-                              for j in judges if j in given})
+            per_check.append(
+                {
+                    j: {"verdict": given[j].verdict, "rationale": given[j].rationale}
+                    for j in judges
+                    if j in given
+                }
+            )
         outcomes = {}
         for j in judges:
-            judged = [(v[j]["verdict"], t) for v, t in zip(per_check, tiers, strict=True)
-                      if j in v]
-            status, gamut = _response_outcome([v for v, _ in judged], len(checks),
-                                              [t for _, t in judged], scoring)
+            judged = [(v[j]["verdict"], t) for v, t in zip(per_check, tiers, strict=True) if j in v]
+            status, gamut = _response_outcome(
+                [v for v, _ in judged], len(checks), [t for _, t in judged], scoring
+            )
             outcomes[j] = {"status": status, "gamut": _round(gamut)}
-        response_rows.append({
-            "model": r.model.name, "setting": r.setting, "text": r.text,
-            "model_version": r.model_version, "scores": outcomes,
-            "verdicts": [{"check_id": c.check_id, "judges": v}
-                         for c, v in zip(checks, per_check, strict=True)],
-        })
+        response_rows.append(
+            {
+                "model": r.model.name,
+                "setting": r.setting,
+                "text": r.text,
+                "model_version": r.model_version,
+                "scores": outcomes,
+                "verdicts": [
+                    {"check_id": c.check_id, "judges": v}
+                    for c, v in zip(checks, per_check, strict=True)
+                ],
+            }
+        )
     image = question.image
     return {
-        "source_id": image.source_id, "question": question.text, "entity": image.entity,
-        "domain": image.domain, "popularity": image.popularity, "image_url": image_url,
+        "source_id": image.source_id,
+        "question": question.text,
+        "entity": image.entity,
+        "domain": image.domain,
+        "popularity": image.popularity,
+        "image_url": image_url,
         "dropped": question.dropped_at is not None,
         "rubric_version": ({"id": version.pk, "stage": version.stage} if version else None),
-        "judges": judges, "checks": check_rows, "responses": response_rows,
+        "judges": judges,
+        "checks": check_rows,
+        "responses": response_rows,
     }
 
 
@@ -296,10 +418,18 @@ def question_table(report: dict) -> list[dict]:
         for entry in r["verdicts"]:
             check = checks[entry["check_id"]]
             for judge, v in entry["judges"].items():
-                rows.append({"setting": r["setting"], "model": r["model"],
-                             "check_id": entry["check_id"], "tier": check["tier"],
-                             "check": check["text"], "judge": judge, "verdict": v["verdict"],
-                             "rationale": v["rationale"]})
+                rows.append(
+                    {
+                        "setting": r["setting"],
+                        "model": r["model"],
+                        "check_id": entry["check_id"],
+                        "tier": check["tier"],
+                        "check": check["text"],
+                        "judge": judge,
+                        "verdict": v["verdict"],
+                        "rationale": v["rationale"],
+                    }
+                )
     return rows
 
 

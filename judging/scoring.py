@@ -84,8 +84,10 @@ class ScoringSettings:
             problems.append(f"mu must be negative, got {self.mu!r}")
         weights = tuple(self.weights)
         if len(weights) != len(TIERS):
-            problems.append(f"weights must be 3 numbers (answer_critical, valuable, context), "
-                            f"got {len(weights)}")
+            problems.append(
+                f"weights must be 3 numbers (answer_critical, valuable, context), "
+                f"got {len(weights)}"
+            )
         elif not all(_finite(w) and w >= 0 for w in weights):
             problems.append(f"weights must be finite and >= 0, got {weights!r}")
         elif not any(w > 0 for w in weights):
@@ -99,8 +101,12 @@ class ScoringSettings:
 
     def value(self, verdict: Verdict) -> float:
         """The number a verdict scores: 1, lambda, 0 or mu."""
-        return {"meets": 1.0, "partially_meets": self.lambda_, "missing": 0.0,
-                "contradicts": self.mu}[verdict]
+        return {
+            "meets": 1.0,
+            "partially_meets": self.lambda_,
+            "missing": 0.0,
+            "contradicts": self.mu,
+        }[verdict]
 
 
 DEFAULT_SETTINGS = ScoringSettings()
@@ -131,8 +137,10 @@ class VerdictCounts:
         counted = Counter(verdicts)
         unknown = set(counted) - set(VERDICTS)
         if unknown:
-            raise ScoringError(f"unknown verdict(s) {sorted(map(str, unknown))}; expected one "
-                               f"of {', '.join(VERDICTS)}")
+            raise ScoringError(
+                f"unknown verdict(s) {sorted(map(str, unknown))}; expected one "
+                f"of {', '.join(VERDICTS)}"
+            )
         return cls(**{str(verdict): n for verdict, n in counted.items()})
 
     @property
@@ -148,8 +156,9 @@ def _counts(counts: CountsLike) -> VerdictCounts:
         return counts
     unknown = set(counts) - set(VERDICTS)
     if unknown:
-        raise ScoringError(f"unknown verdict(s) {sorted(map(str, unknown))}; expected one of "
-                           f"{', '.join(VERDICTS)}")
+        raise ScoringError(
+            f"unknown verdict(s) {sorted(map(str, unknown))}; expected one of {', '.join(VERDICTS)}"
+        )
     return VerdictCounts(**counts)
 
 
@@ -179,15 +188,17 @@ class ResponseScore:
 
 
 def response_score(
-    counts_by_tier: Mapping[str, CountsLike], settings: ScoringSettings = DEFAULT_SETTINGS,
+    counts_by_tier: Mapping[str, CountsLike],
+    settings: ScoringSettings = DEFAULT_SETTINGS,
 ) -> ResponseScore:
     """G = sum_t w_t s_t / sum_t w_t over the tiers with at least one check. A tier given
     with zero counts is treated as absent. Raises Unscorable for a response with no check at
     all (see the module's docstring) and ScoringError for an unknown tier."""
     unknown = set(counts_by_tier) - set(TIERS)
     if unknown:
-        raise ScoringError(f"unknown tier(s) {sorted(map(str, unknown))}; expected one of "
-                           f"{', '.join(TIERS)}")
+        raise ScoringError(
+            f"unknown tier(s) {sorted(map(str, unknown))}; expected one of {', '.join(TIERS)}"
+        )
     tiers: dict[Tier, float] = {}
     for tier in TIERS:  # a fixed order, so the sum does not depend on the mapping's order
         if tier in counts_by_tier:

@@ -30,8 +30,7 @@ class JudgingError(ValueError):
     """A verdict that cannot be recorded as asked."""
 
 
-def verdict_key(*, judge: Judge, template_version: str, check_text: str,
-                response_text: str) -> str:
+def verdict_key(*, judge: Judge, template_version: str, check_text: str, response_text: str) -> str:
     """sha256 of judge, template version, check text and response text, each length-prefixed
     so that no two different inputs run together into the same string."""
     digest = hashlib.sha256()
@@ -51,8 +50,11 @@ def verdict_find(*, judge: Judge, key: str) -> Verdict | None:
 def verdicts_find(*, judge: Judge, keys: Sequence[str]) -> dict[str, Verdict]:
     """verdict_find for many keys in one query: {key: the earliest usable verdict}."""
     found: dict[str, Verdict] = {}
-    for row in (Verdict.objects.filter(judge=judge, key__in=set(keys))
-                .exclude(verdict=VerdictValue.FAILED).order_by("id")):
+    for row in (
+        Verdict.objects.filter(judge=judge, key__in=set(keys))
+        .exclude(verdict=VerdictValue.FAILED)
+        .order_by("id")
+    ):
         found.setdefault(row.key, row)
     return found
 
@@ -67,12 +69,17 @@ class Given:
     judge_model_version: str = ""
 
 
-def _bump(*, judge: Judge, response: Response, version_id: int, tier: str,
-          deltas: Counter[str]) -> None:
+def _bump(
+    *, judge: Judge, response: Response, version_id: int, tier: str, deltas: Counter[str]
+) -> None:
     row, _ = ResponseTierCount.objects.get_or_create(
-        judge=judge, response=response, version_id=version_id, tier=tier)
-    changes = {COUNT_FIELD[VerdictValue(v)]: F(COUNT_FIELD[VerdictValue(v)]) + n
-               for v, n in deltas.items() if n}
+        judge=judge, response=response, version_id=version_id, tier=tier
+    )
+    changes = {
+        COUNT_FIELD[VerdictValue(v)]: F(COUNT_FIELD[VerdictValue(v)]) + n
+        for v, n in deltas.items()
+        if n
+    }
     if changes:
         ResponseTierCount.objects.filter(pk=row.pk).update(**changes)
 
@@ -90,13 +97,18 @@ def verdict_record(
 ) -> Verdict:
     """Record one judge's verdict on one check of one response, and count it (the rules are
     verdicts_record's)."""
-    return verdicts_record(judge=judge, response=response, template_version=template_version,
-                           given=[Given(check.pk, verdict, rationale, judge_model_version)])[0]
+    return verdicts_record(
+        judge=judge,
+        response=response,
+        template_version=template_version,
+        given=[Given(check.pk, verdict, rationale, judge_model_version)],
+    )[0]
 
 
 @transaction.atomic
-def verdicts_record(*, judge: Judge, response: Response, given: Sequence[Given],
-                    template_version: str = "") -> list[Verdict]:
+def verdicts_record(
+    *, judge: Judge, response: Response, given: Sequence[Given], template_version: str = ""
+) -> list[Verdict]:
     """Record a judge's verdicts on checks of one response, and count them, in one
     transaction and a handful of queries whatever their number. Returns the verdict rows in
     the order given.
@@ -108,8 +120,9 @@ def verdicts_record(*, judge: Judge, response: Response, given: Sequence[Given],
     judged before on another text of the response."""
     for one in given:
         if one.verdict not in VerdictValue.values:
-            raise JudgingError(f"unknown verdict {one.verdict!r}; expected one of "
-                               f"{', '.join(VerdictValue.values)}")
+            raise JudgingError(
+                f"unknown verdict {one.verdict!r}; expected one of {', '.join(VerdictValue.values)}"
+            )
     ids = [one.check_id for one in given]
     if len(set(ids)) != len(ids):
         raise JudgingError("a check was given two verdicts")
@@ -124,20 +137,37 @@ def verdicts_record(*, judge: Judge, response: Response, given: Sequence[Given],
             raise JudgingError("the check was deleted in its version")
         if check.version.rubric.question_id != response.question_id:
             raise JudgingError("the check belongs to another question's rubric")
-    keys = {check_id: verdict_key(judge=judge, template_version=template_version,
-                                  check_text=checks[check_id].text, response_text=response.text)
-            for check_id in ids}
-    existing = {row.check_row_id: row for row in Verdict.objects.select_for_update().filter(
-        judge=judge, response=response, check_row_id__in=ids)}
+    keys = {
+        check_id: verdict_key(
+            judge=judge,
+            template_version=template_version,
+            check_text=checks[check_id].text,
+            response_text=response.text,
+        )
+        for check_id in ids
+    }
+    existing = {
+        row.check_row_id: row
+        for row in Verdict.objects.select_for_update().filter(
+            judge=judge, response=response, check_row_id__in=ids
+        )
+    }
     deltas: dict[tuple[int, str], Counter[str]] = defaultdict(Counter)
     created: list[Verdict] = []
     for one in given:
         check, row = checks[one.check_id], existing.get(one.check_id)
         counts = deltas[(check.version_id, check.tier)]
         if row is None:
-            row = Verdict(judge=judge, response=response, check_row=check, verdict=one.verdict,
-                          rationale=one.rationale, template_version=template_version,
-                          judge_model_version=one.judge_model_version, key=keys[one.check_id])
+            row = Verdict(
+                judge=judge,
+                response=response,
+                check_row=check,
+                verdict=one.verdict,
+                rationale=one.rationale,
+                template_version=template_version,
+                judge_model_version=one.judge_model_version,
+                key=keys[one.check_id],
+            )
             created.append(row)
             existing[one.check_id] = row
             counts[one.verdict] += 1

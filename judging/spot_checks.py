@@ -34,14 +34,17 @@ class SpotCheckError(ValueError):
 def disagreements() -> list[tuple[int, int]]:
     """(response id, check id) pairs of final rubric versions that at least two judges graded
     with different (non-failed) verdicts, and that are not drawn yet."""
-    rows = (Verdict.objects.exclude(verdict=VerdictValue.FAILED)
-            .filter(check_row__version_id__in=final_version_ids(),
-                    response__question__dropped_at__isnull=True)
-            .values("response_id", "check_row_id")
-            .annotate(judges=Count("judge_id", distinct=True),
-                      kinds=Count("verdict", distinct=True))
-            .filter(judges__gte=2, kinds__gte=2)
-            .values_list("response_id", "check_row_id"))
+    rows = (
+        Verdict.objects.exclude(verdict=VerdictValue.FAILED)
+        .filter(
+            check_row__version_id__in=final_version_ids(),
+            response__question__dropped_at__isnull=True,
+        )
+        .values("response_id", "check_row_id")
+        .annotate(judges=Count("judge_id", distinct=True), kinds=Count("verdict", distinct=True))
+        .filter(judges__gte=2, kinds__gte=2)
+        .values_list("response_id", "check_row_id")
+    )
     drawn = set(SpotCheck.objects.values_list("response_id", "check_row_id"))
     return sorted(pair for pair in rows if pair not in drawn)
 
@@ -56,7 +59,8 @@ def spot_checks_draw(*, count: int, user: Any, seed: int | None = None) -> int:
     chosen = random.Random(seed).sample(pool, min(count, len(pool)))
     SpotCheck.objects.bulk_create(
         [SpotCheck(response_id=r, check_row_id=c, drawn_by=user) for r, c in sorted(chosen)],
-        ignore_conflicts=True)
+        ignore_conflicts=True,
+    )
     return len(chosen)
 
 
@@ -64,24 +68,30 @@ def spot_check_claim(*, user: Any, now: datetime | None = None) -> SpotCheck | N
     """The grader's current spot check (renewed), or the next ungraded one nobody holds."""
     now = now or timezone.now()
     with transaction.atomic():
-        mine = SpotCheck.objects.filter(graded_at__isnull=True, claimed_by=user,
-                                        claimed_until__gt=now).first()
+        mine = SpotCheck.objects.filter(
+            graded_at__isnull=True, claimed_by=user, claimed_until__gt=now
+        ).first()
         if mine is not None:
             SpotCheck.objects.filter(pk=mine.pk).update(claimed_until=now + LEASE)
             return mine
         free = Q(claimed_by__isnull=True) | Q(claimed_until__lte=now) | Q(claimed_by=user)
-        for candidate in (SpotCheck.objects.filter(free, graded_at__isnull=True)
-                          .order_by("pk").values_list("pk", flat=True)[:20]):
+        for candidate in (
+            SpotCheck.objects.filter(free, graded_at__isnull=True)
+            .order_by("pk")
+            .values_list("pk", flat=True)[:20]
+        ):
             # Conditional: two graders racing for one row, only one update takes it.
             if SpotCheck.objects.filter(free, pk=candidate, graded_at__isnull=True).update(
-                    claimed_by=user, claimed_until=now + LEASE):
+                claimed_by=user, claimed_until=now + LEASE
+            ):
                 return SpotCheck.objects.get(pk=candidate)
     return None
 
 
 @transaction.atomic
-def spot_check_grade(*, spot_check_id: int, user: Any, verdict: str, note: str = "",
-                     now: datetime | None = None) -> SpotCheck:
+def spot_check_grade(
+    *, spot_check_id: int, user: Any, verdict: str, note: str = "", now: datetime | None = None
+) -> SpotCheck:
     """Grade a spot check the grader holds (or that nobody else holds). The first grade
     stands: a graded spot check is refused."""
     now = now or timezone.now()
@@ -92,8 +102,11 @@ def spot_check_grade(*, spot_check_id: int, user: Any, verdict: str, note: str =
         raise SpotCheckError("there is no such spot check")
     if spot.graded_at is not None:
         raise SpotCheckError("this spot check was graded already")
-    if (spot.claimed_by_id not in (None, user.pk) and spot.claimed_until is not None
-            and spot.claimed_until > now):
+    if (
+        spot.claimed_by_id not in (None, user.pk)
+        and spot.claimed_until is not None
+        and spot.claimed_until > now
+    ):
         raise SpotCheckError("another grader holds this spot check")
     spot.verdict, spot.note, spot.graded_by, spot.graded_at = verdict, note.strip(), user, now
     spot.claimed_by, spot.claimed_until = None, None
@@ -107,8 +120,12 @@ def spot_check_view(spot: SpotCheck) -> dict[str, Any]:
     snippets = {s.get("id"): s for s in (check.version.meta_rubric or {}).get("snippets", [])}
     response = spot.response
     return {
-        "spot": spot, "question": response.question, "image": response.question.image,
-        "setting": response.setting, "response_text": response.text, "check": check,
+        "spot": spot,
+        "question": response.question,
+        "image": response.question.image,
+        "setting": response.setting,
+        "response_text": response.text,
+        "check": check,
         "evidence": [snippets[s] for s in check.snippets if s in snippets],
     }
 
@@ -129,23 +146,33 @@ class JudgeAgreement:
         return self.passing / self.graded if self.graded else None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"judge": self.judge, "graded": self.graded, "exact": self.exact,
-                "exact_rate": self.exact_rate, "same_side": self.passing,
-                "same_side_rate": self.passing_rate}
+        return {
+            "judge": self.judge,
+            "graded": self.graded,
+            "exact": self.exact,
+            "exact_rate": self.exact_rate,
+            "same_side": self.passing,
+            "same_side_rate": self.passing_rate,
+        }
 
 
 def judge_agreement() -> list[JudgeAgreement]:
     """Each judge's agreement with the people's grades, over the graded spot checks it judged
     (failed verdicts left out). Two queries whatever the number of spot checks."""
-    graded = {(r, c): v for r, c, v in SpotCheck.objects.filter(graded_at__isnull=False)
-              .values_list("response_id", "check_row_id", "verdict")}
+    graded = {
+        (r, c): v
+        for r, c, v in SpotCheck.objects.filter(graded_at__isnull=False).values_list(
+            "response_id", "check_row_id", "verdict"
+        )
+    }
     tally: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
     if graded:
         responses = {r for r, _ in graded}
         for judge_id, r, c, verdict in (
-                Verdict.objects.filter(response_id__in=responses)
-                .exclude(verdict=VerdictValue.FAILED)
-                .values_list("judge_id", "response_id", "check_row_id", "verdict")):
+            Verdict.objects.filter(response_id__in=responses)
+            .exclude(verdict=VerdictValue.FAILED)
+            .values_list("judge_id", "response_id", "check_row_id", "verdict")
+        ):
             person = graded.get((r, c))
             if person is None:
                 continue
@@ -153,8 +180,10 @@ def judge_agreement() -> list[JudgeAgreement]:
             counts[0] += 1
             counts[1] += verdict == person
             counts[2] += (verdict in PASSING) == (person in PASSING)
-    return [JudgeAgreement(judge.name, *tally.get(judge.pk, [0, 0, 0]))
-            for judge in Judge.objects.order_by("name")]
+    return [
+        JudgeAgreement(judge.name, *tally.get(judge.pk, [0, 0, 0]))
+        for judge in Judge.objects.order_by("name")
+    ]
 
 
 def spot_check_progress() -> dict[str, int]:

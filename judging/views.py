@@ -28,8 +28,9 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     if not access.is_admin(request.user):
         raise PermissionDenied("This page is for admins.")
     judges = list(Judge.objects.order_by("name"))
-    judge = next((j for j in judges if j.name == request.GET.get("judge")),
-                 judges[0] if judges else None)
+    judge = next(
+        (j for j in judges if j.name == request.GET.get("judge")), judges[0] if judges else None
+    )
     setting = request.GET.get("setting", Setting.MULTIMODAL)
     if setting not in Setting.values:
         setting = Setting.MULTIMODAL
@@ -39,13 +40,19 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     if export in ("csv", "json") and board is None:
         return HttpResponse("No judge yet.", status=404, content_type="text/plain")
     if export == "json":
-        return JsonResponse({"judge": board.judge, "setting": board.setting,
-                             "questions": board.questions,
-                             "rows": [row.as_dict() for row in board.rows]})
+        return JsonResponse(
+            {
+                "judge": board.judge,
+                "setting": board.setting,
+                "questions": board.questions,
+                "rows": [row.as_dict() for row in board.rows],
+            }
+        )
     if export == "csv":
         response = HttpResponse(content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = (
-            f'attachment; filename="leaderboard-{board.judge}-{board.setting}.csv"')
+            f'attachment; filename="leaderboard-{board.judge}-{board.setting}.csv"'
+        )
         writer = csv.DictWriter(response, fieldnames=EXPORT_COLUMNS)
         writer.writeheader()
         for row in board.rows:
@@ -57,7 +64,15 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
             if row.low is not None:
                 row.chart["ci_low"] = round(50 + row.low / 2, 1)
                 row.chart["ci_high"] = round(50 + row.high / 2, 1)
-    return render(request, "judging/leaderboard.html", {
-        "judges": judges, "judge": judge, "setting": setting, "settings": Setting.choices,
-        "board": board, "scoring": scoring,
-    })
+    return render(
+        request,
+        "judging/leaderboard.html",
+        {
+            "judges": judges,
+            "judge": judge,
+            "setting": setting,
+            "settings": Setting.choices,
+            "board": board,
+            "scoring": scoring,
+        },
+    )

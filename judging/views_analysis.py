@@ -78,9 +78,15 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         return _csv(f"settings-{judge.name}", reports.SETTINGS_COLUMNS, report["rows"])
     for row in report["rows"]:
         row["bars"] = [(label, _bar(row[value])) for value, label in Setting.choices]
-    return render(request, "judging/settings.html", {
-        "judges": judges, "judge": judge, "report": report,
-    })
+    return render(
+        request,
+        "judging/settings.html",
+        {
+            "judges": judges,
+            "judge": judge,
+            "report": report,
+        },
+    )
 
 
 @login_required
@@ -89,8 +95,7 @@ def judges_page(request: HttpRequest) -> HttpResponse:
     judges = list(Judge.objects.order_by("name"))
     setting = _setting(request)
     judge_a = _pick(judges, request.GET.get("a"), judges[0] if judges else None)
-    judge_b = _pick(judges, request.GET.get("b"),
-                    next((j for j in judges if j != judge_a), None))
+    judge_b = _pick(judges, request.GET.get("b"), next((j for j in judges if j != judge_a), None))
     export = request.GET.get("format")
     if export in ("csv", "json") and not judges:
         return _no_judge()
@@ -100,21 +105,34 @@ def judges_page(request: HttpRequest) -> HttpResponse:
     if export == "csv":
         table = request.GET.get("table", "scores")
         if table not in reports.JUDGES_TABLES:
-            return HttpResponse(f"table must be one of {', '.join(reports.JUDGES_TABLES)}",
-                                status=400, content_type="text/plain")
+            return HttpResponse(
+                f"table must be one of {', '.join(reports.JUDGES_TABLES)}",
+                status=400,
+                content_type="text/plain",
+            )
         columns, rows = reports.judges_table(report, table)
         return _csv(f"judges-{setting}-{table}", columns, rows)
     for row in report["scores"]:
         row["bars"] = [(j, _bar(row["scores"][j])) for j in report["judges"]]
     matrix = report["confusion"]
     if matrix:
-        matrix["rows"] = [(label, list(zip(LABELS, counts, strict=True)))
-                          for label, counts in zip(LABELS, matrix["counts"], strict=True)]
-    return render(request, "judging/judges.html", {
-        "judges": judges, "setting": setting, "settings": Setting.choices,
-        "judge_a": judge_a, "judge_b": judge_b, "report": report,
-        "tables": reports.JUDGES_TABLES,
-    })
+        matrix["rows"] = [
+            (label, list(zip(LABELS, counts, strict=True)))
+            for label, counts in zip(LABELS, matrix["counts"], strict=True)
+        ]
+    return render(
+        request,
+        "judging/judges.html",
+        {
+            "judges": judges,
+            "setting": setting,
+            "settings": Setting.choices,
+            "judge_a": judge_a,
+            "judge_b": judge_b,
+            "report": report,
+            "tables": reports.JUDGES_TABLES,
+        },
+    )
 
 
 @login_required
@@ -123,12 +141,17 @@ def questions_page(request: HttpRequest) -> HttpResponse:
     wording."""
     _admin_only(request)
     query = request.GET.get("q", "").strip()
-    questions = (FinalQuestion.objects.select_related("image")
-                 .annotate(n_responses=Count("responses")).order_by("image__source_id"))
+    questions = (
+        FinalQuestion.objects.select_related("image")
+        .annotate(n_responses=Count("responses"))
+        .order_by("image__source_id")
+    )
     if query:
-        questions = questions.filter(Q(image__source_id__icontains=query)
-                                     | Q(image__entity__icontains=query)
-                                     | Q(text__icontains=query))
+        questions = questions.filter(
+            Q(image__source_id__icontains=query)
+            | Q(image__entity__icontains=query)
+            | Q(text__icontains=query)
+        )
     page = Paginator(questions, QUESTIONS_PER_PAGE).get_page(request.GET.get("page"))
     return render(request, "judging/questions.html", {"page": page, "query": query})
 
@@ -141,13 +164,15 @@ def question_page(request: HttpRequest, source_id: str) -> HttpResponse:
     except FinalQuestion.DoesNotExist as exc:
         raise Http404("no final question for this image") from exc
     report = reports.question_report(
-        question, image_url=request.build_absolute_uri(reports.image_url_for(source_id)))
+        question, image_url=request.build_absolute_uri(reports.image_url_for(source_id))
+    )
     export = request.GET.get("format")
     if export == "json":
         return JsonResponse(report)
     if export == "csv":
-        return _csv(f"question-{source_id}", reports.QUESTION_COLUMNS,
-                    reports.question_table(report))
+        return _csv(
+            f"question-{source_id}", reports.QUESTION_COLUMNS, reports.question_table(report)
+        )
     checks = {c["check_id"]: c for c in report["checks"]}
     for response in report["responses"]:
         response["rows"] = [

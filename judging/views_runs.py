@@ -50,50 +50,73 @@ def _require_admin(request: HttpRequest) -> None:
 
 class _Scoped(forms.Form):
     ids = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 2}),
-        label="Only these images (source ids, one per line; empty: every final question)")
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Only these images (source ids, one per line; empty: every final question)",
+    )
     fresh = forms.BooleanField(
-        required=False, label="Fresh calls (ignore the ledger's cache and earlier verdicts)")
+        required=False, label="Fresh calls (ignore the ledger's cache and earlier verdicts)"
+    )
 
     def clean_ids(self) -> list[int] | None:
         chosen = parse_ids(self.cleaned_data.get("ids") or "")
         if not chosen:
             return None
-        found = dict(FinalQuestion.objects.filter(image__source_id__in=chosen)
-                     .values_list("image__source_id", "pk"))
+        found = dict(
+            FinalQuestion.objects.filter(image__source_id__in=chosen).values_list(
+                "image__source_id", "pk"
+            )
+        )
         unknown = [source_id for source_id in chosen if source_id not in found]
         if unknown:
             raise forms.ValidationError(
-                f"No final question for {len(unknown)} source id(s): {', '.join(unknown)}")
+                f"No final question for {len(unknown)} source id(s): {', '.join(unknown)}"
+            )
         return list(found.values())
 
 
 class CollectForm(_Scoped):
-    model = forms.ModelChoiceField(EvaluatedModel.objects.filter(llm_model__isnull=False),
-                                   label="Evaluated model", empty_label=None)
+    model = forms.ModelChoiceField(
+        EvaluatedModel.objects.filter(llm_model__isnull=False),
+        label="Evaluated model",
+        empty_label=None,
+    )
     setting = forms.ChoiceField(choices=Setting.choices)
 
 
 class JudgeForm(_Scoped):
-    judge = forms.ModelChoiceField(Judge.objects.filter(llm_model__isnull=False),
-                                   empty_label=None)
+    judge = forms.ModelChoiceField(Judge.objects.filter(llm_model__isnull=False), empty_label=None)
     models = forms.ModelMultipleChoiceField(
-        EvaluatedModel.objects.all(), required=False, widget=forms.CheckboxSelectMultiple,
-        label="Models (none ticked: all)")
+        EvaluatedModel.objects.all(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Models (none ticked: all)",
+    )
     settings = forms.MultipleChoiceField(
-        choices=Setting.choices, required=False, widget=forms.CheckboxSelectMultiple,
-        label="Settings (none ticked: both)")
+        choices=Setting.choices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Settings (none ticked: both)",
+    )
     batch = forms.BooleanField(
-        required=False, label="Through Gemini's Batch API (half the price; results within a "
-                              "day, polled every LLM_BATCH_POLL_SECONDS)")
+        required=False,
+        label="Through Gemini's Batch API (half the price; results within a "
+        "day, polled every LLM_BATCH_POLL_SECONDS)",
+    )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         judge = data.get("judge")
-        if data.get("batch") and judge is not None and judge.llm_model is not None \
-                and judge.llm_model.provider != Provider.GEMINI:
-            raise forms.ValidationError(f"The Batch API is Gemini's; {judge.name} calls "
-                                        f"{judge.llm_model.name} ({judge.llm_model.provider}).")
+        if (
+            data.get("batch")
+            and judge is not None
+            and judge.llm_model is not None
+            and judge.llm_model.provider != Provider.GEMINI
+        ):
+            raise forms.ValidationError(
+                f"The Batch API is Gemini's; {judge.name} calls "
+                f"{judge.llm_model.name} ({judge.llm_model.provider})."
+            )
         return data
 
 
@@ -112,8 +135,9 @@ class Estimate:
 
 
 def _cost(model: LLMModel, tokens_in: int, tokens_out: int) -> Decimal:
-    return (tokens_in * model.price_input_per_million
-            + tokens_out * model.price_output_per_million) / MILLION
+    return (
+        tokens_in * model.price_input_per_million + tokens_out * model.price_output_per_million
+    ) / MILLION
 
 
 def _estimate(what: str, data: dict[str, Any]) -> Estimate:
@@ -122,8 +146,11 @@ def _estimate(what: str, data: dict[str, Any]) -> Estimate:
         evaluated: EvaluatedModel = data["model"]
         model = evaluated.llm_model
         assert model is not None  # the form's queryset
-        items = len(llm_jobs.collect_items(evaluated=evaluated, setting=data["setting"],
-                                           question_ids=data["ids"]))
+        items = len(
+            llm_jobs.collect_items(
+                evaluated=evaluated, setting=data["setting"], question_ids=data["ids"]
+            )
+        )
         if not items:
             raise JobError(f"{evaluated.name} has answered every question in scope.")
         per_in, per_out = TYPICAL[(llm_jobs.COLLECT, data["setting"])]
@@ -133,26 +160,37 @@ def _estimate(what: str, data: dict[str, Any]) -> Estimate:
         judge: Judge = data["judge"]
         model = judge.llm_model
         assert model is not None
-        scope = llm_jobs.judge_scope(judge=judge, model_ids=_ids(data["models"]),
-                                     settings=data["settings"] or None,
-                                     question_ids=data["ids"])
+        scope = llm_jobs.judge_scope(
+            judge=judge,
+            model_ids=_ids(data["models"]),
+            settings=data["settings"] or None,
+            question_ids=data["ids"],
+        )
         if not scope.items:
-            raise JobError("Every response in scope has a verdict from this judge on every "
-                           "check of its question's final rubric.")
+            raise JobError(
+                "Every response in scope has a verdict from this judge on every "
+                "check of its question's final rubric."
+            )
         per_in, per_out = TYPICAL[(llm_jobs.JUDGE, "")]
         items, calls = len(scope.items), scope.checks_to_judge
         if data.get("batch"):
             items = -(-items // BATCH_RESPONSES)  # one item per batch of responses
-        note = (f"{scope.responses} response(s) in scope; {len(scope.items)} still lack verdicts "
-                f"on {calls} check(s): one call each at most (an unchanged check judged before "
-                "is copied without a call). Calls of one response share their prefix, so the "
-                "provider's prompt caching can lower the cost.")
+        note = (
+            f"{scope.responses} response(s) in scope; {len(scope.items)} still lack verdicts "
+            f"on {calls} check(s): one call each at most (an unchanged check judged before "
+            "is copied without a call). Calls of one response share their prefix, so the "
+            "provider's prompt caching can lower the cost."
+        )
         if data.get("batch"):
-            note += (f" Through the Batch API: {BATCH_RESPONSES} responses a batch, at half "
-                     "the price (the cost below is halved).")
+            note += (
+                f" Through the Batch API: {BATCH_RESPONSES} responses a batch, at half "
+                "the price (the cost below is halved)."
+            )
         if scope.without_rubric:
-            note += (f" {scope.without_rubric} response(s) are left out: their question has no "
-                     "frozen rubric version yet.")
+            note += (
+                f" {scope.without_rubric} response(s) are left out: their question has no "
+                "frozen rubric version yet."
+            )
     cost = _cost(model, calls * per_in, calls * per_out)
     if data.get("batch"):
         cost *= BATCH_PRICE_FACTOR
@@ -170,7 +208,8 @@ def _context(forms_: dict[str, _Scoped] | None = None, **extra: Any) -> dict[str
         "evaluated": EvaluatedModel.objects.select_related("llm_model"),
         "judges": Judge.objects.select_related("llm_model"),
         "recent": Job.objects.filter(kind__in=[llm_jobs.COLLECT, llm_jobs.JUDGE])
-        .select_related("launched_by").order_by("-pk")[:RECENT_JOBS],
+        .select_related("launched_by")
+        .order_by("-pk")[:RECENT_JOBS],
         **extra,
     }
 
@@ -195,11 +234,19 @@ def runs_estimate(request: HttpRequest) -> HttpResponse:
     """The estimate and a Launch button (htmx: the estimate partial of that form)."""
     _require_admin(request)
     what, form = _bound(request)
-    est: dict[str, Any] = {"what": what, "form": form, "error": "", "estimate": None,
-                           # The launch form sends back exactly what was estimated.
-                           "carry": [(key, value) for key in request.POST
-                                     if key != "csrfmiddlewaretoken"
-                                     for value in request.POST.getlist(key)]}
+    est: dict[str, Any] = {
+        "what": what,
+        "form": form,
+        "error": "",
+        "estimate": None,
+        # The launch form sends back exactly what was estimated.
+        "carry": [
+            (key, value)
+            for key in request.POST
+            if key != "csrfmiddlewaretoken"
+            for value in request.POST.getlist(key)
+        ],
+    }
     if form.is_valid():
         try:
             est["estimate"] = _estimate(what, form.cleaned_data)
@@ -220,15 +267,24 @@ def runs_launch(request: HttpRequest) -> HttpResponse:
     data = form.cleaned_data
     try:
         if what == "collect":
-            job = llm_jobs.collect_launch(user=request.user, evaluated=data["model"],
-                                          setting=data["setting"], question_ids=data["ids"],
-                                          fresh=data["fresh"])
+            job = llm_jobs.collect_launch(
+                user=request.user,
+                evaluated=data["model"],
+                setting=data["setting"],
+                question_ids=data["ids"],
+                fresh=data["fresh"],
+            )
         else:
-            job = llm_jobs.judge_launch(user=request.user, judge=data["judge"],
-                                        model_ids=_ids(data["models"]),
-                                        settings=data["settings"] or None,
-                                        question_ids=data["ids"], fresh=data["fresh"],
-                                        batch=data["batch"], batch_responses=BATCH_RESPONSES)
+            job = llm_jobs.judge_launch(
+                user=request.user,
+                judge=data["judge"],
+                model_ids=_ids(data["models"]),
+                settings=data["settings"] or None,
+                question_ids=data["ids"],
+                fresh=data["fresh"],
+                batch=data["batch"],
+                batch_responses=BATCH_RESPONSES,
+            )
     except JobError as exc:
         messages.error(request, str(exc))
         return redirect("judging_runs")

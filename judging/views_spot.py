@@ -31,8 +31,7 @@ MAX_DRAW = 5_000
 
 
 def _require_grader(request: HttpRequest) -> None:
-    if not (access.is_admin(request.user)
-            or access.RUBRIC_REVISER in access.roles(request.user)):
+    if not (access.is_admin(request.user) or access.RUBRIC_REVISER in access.roles(request.user)):
         raise PermissionDenied("Spot checks are graded by rubric revisers and admins.")
 
 
@@ -46,11 +45,14 @@ def _require_admin(request: HttpRequest) -> None:
 def grade_page(request: HttpRequest) -> HttpResponse:
     _require_grader(request)
     spot = spot_check_claim(user=request.user)
-    context = {"progress": spot_check_progress(),
-               "grades": [(v, VerdictValue(v).label, n) for n, v in enumerate(GRADES, 1)]}
+    context = {
+        "progress": spot_check_progress(),
+        "grades": [(v, VerdictValue(v).label, n) for n, v in enumerate(GRADES, 1)],
+    }
     if spot is not None:
-        spot = (SpotCheck.objects.select_related(
-            "response__question__image", "check_row__version").get(pk=spot.pk))
+        spot = SpotCheck.objects.select_related(
+            "response__question__image", "check_row__version"
+        ).get(pk=spot.pk)
         context.update(spot_check_view(spot))
     return render(request, "judging/spot_grade.html", context)
 
@@ -60,9 +62,12 @@ def grade_page(request: HttpRequest) -> HttpResponse:
 def grade_submit(request: HttpRequest, spot_check_id: int) -> HttpResponse:
     _require_grader(request)
     try:
-        spot_check_grade(spot_check_id=spot_check_id, user=request.user,
-                         verdict=request.POST.get("decision", ""),
-                         note=request.POST.get("note", ""))
+        spot_check_grade(
+            spot_check_id=spot_check_id,
+            user=request.user,
+            verdict=request.POST.get("decision", ""),
+            note=request.POST.get("note", ""),
+        )
     except SpotCheckError as exc:
         messages.error(request, f"Not saved: {exc}.")
     return redirect("spot_checks")
@@ -85,8 +90,11 @@ def results_page(request: HttpRequest) -> HttpResponse:
         except SpotCheckError as exc:
             messages.error(request, str(exc))
         else:
-            messages.success(request, f"{drawn} spot check(s) drawn" + (
-                "" if drawn == count else f": only {drawn} disagreement(s) were left to draw"))
+            messages.success(
+                request,
+                f"{drawn} spot check(s) drawn"
+                + ("" if drawn == count else f": only {drawn} disagreement(s) were left to draw"),
+            )
         return redirect("spot_check_results")
     rows = [row.as_dict() for row in judge_agreement()]
     export = request.GET.get("format")
@@ -100,5 +108,8 @@ def results_page(request: HttpRequest) -> HttpResponse:
         for row in rows:
             writer.writerow({k: "" if v is None else v for k, v in row.items()})
         return response
-    return render(request, "judging/spot_results.html",
-                  {"rows": rows, "progress": spot_check_progress(), "max_draw": MAX_DRAW})
+    return render(
+        request,
+        "judging/spot_results.html",
+        {"rows": rows, "progress": spot_check_progress(), "max_draw": MAX_DRAW},
+    )

@@ -53,10 +53,14 @@ BATCH_PRICE_FACTOR = Decimal("0.5")
 # Under the inline limit of 20 MB, with room for the JSON around the requests.
 MAX_INLINE_BYTES = 18_000_000
 _STATES = {
-    "JOB_STATE_PENDING": "pending", "JOB_STATE_QUEUED": "pending",
-    "JOB_STATE_RUNNING": "running", "JOB_STATE_SUCCEEDED": "succeeded",
-    "JOB_STATE_FAILED": "failed", "JOB_STATE_CANCELLED": "cancelled",
-    "JOB_STATE_CANCELLING": "running", "JOB_STATE_EXPIRED": "expired",
+    "JOB_STATE_PENDING": "pending",
+    "JOB_STATE_QUEUED": "pending",
+    "JOB_STATE_RUNNING": "running",
+    "JOB_STATE_SUCCEEDED": "succeeded",
+    "JOB_STATE_FAILED": "failed",
+    "JOB_STATE_CANCELLED": "cancelled",
+    "JOB_STATE_CANCELLING": "running",
+    "JOB_STATE_EXPIRED": "expired",
     "JOB_STATE_PARTIALLY_SUCCEEDED": "succeeded",
 }
 OVER = ("succeeded", "failed", "cancelled", "expired")
@@ -71,9 +75,14 @@ class BatchRequest:
 
     def size(self) -> int:
         """About how many bytes the request takes in the batch body (images in base64)."""
-        return 600 + len(self.system.encode()) + sum(
-            len(p.data) * 4 // 3 if isinstance(p, ImagePart) else len(p.encode())
-            for p in self.prompt)
+        return (
+            600
+            + len(self.system.encode())
+            + sum(
+                len(p.data) * 4 // 3 if isinstance(p, ImagePart) else len(p.encode())
+                for p in self.prompt
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -99,16 +108,19 @@ class BatchStatus:
         return self.state in OVER
 
 
-def split_by_size(requests: Sequence[BatchRequest],
-                  limit: int = MAX_INLINE_BYTES) -> list[list[BatchRequest]]:
+def split_by_size(
+    requests: Sequence[BatchRequest], limit: int = MAX_INLINE_BYTES
+) -> list[list[BatchRequest]]:
     """Consecutive groups of requests, each under `limit` bytes. A request larger than the
     limit alone raises GatewayError: it cannot go inline."""
     groups: list[list[BatchRequest]] = []
     size = 0
     for request in requests:
         if request.size() > limit:
-            raise GatewayError(f"request {request.key} is about {request.size():,} bytes, over "
-                               f"the inline batch limit of {limit:,}")
+            raise GatewayError(
+                f"request {request.key} is about {request.size():,} bytes, over "
+                f"the inline batch limit of {limit:,}"
+            )
         if not groups or size + request.size() > limit:
             groups.append([])
             size = 0
@@ -141,17 +153,26 @@ async def _retrying(gateway: Gateway, model: ModelConfig, what: str, send: Any) 
         if failure.outcome == Outcome.QUOTA_EXHAUSTED:
             raise QuotaExhausted(model.model, failure.quota_id, failure.retry_delay)
         failures += 1
-        if failure.outcome not in (Outcome.SERVER_ERROR, Outcome.TIMEOUT,
-                                   Outcome.RATE_LIMITED) or failures >= gateway.conf.max_attempts:
+        if (
+            failure.outcome not in (Outcome.SERVER_ERROR, Outcome.TIMEOUT, Outcome.RATE_LIMITED)
+            or failures >= gateway.conf.max_attempts
+        ):
             raise GatewayError(f"{what} failed ({failure.outcome}): {failure}")
-        pause = (failure.retry_delay if failure.retry_delay is not None
-                 else gateway._backoff(failures))
+        pause = (
+            failure.retry_delay if failure.retry_delay is not None else gateway._backoff(failures)
+        )
         await asyncio.sleep(min(pause, gateway.conf.retry_delay_cap_s))
 
 
-async def batch_submit(gateway: Gateway, model: LLMModel | ModelConfig,
-                       requests: Sequence[BatchRequest], *, display_name: str, stage: str,
-                       job_id: int | None = None) -> str:
+async def batch_submit(
+    gateway: Gateway,
+    model: LLMModel | ModelConfig,
+    requests: Sequence[BatchRequest],
+    *,
+    display_name: str,
+    stage: str,
+    job_id: int | None = None,
+) -> str:
     """Submit `requests` as one inline batch; returns the batch's name ("batches/..."), which
     the caller keeps to poll it. The submission is a ledger row."""
     config = _active(model)
@@ -163,21 +184,39 @@ async def batch_submit(gateway: Gateway, model: LLMModel | ModelConfig,
         built = _Request(system=request.system, prompt=request.prompt, schema=request.schema)
         generation = _Gemini._generation(config, built).model_dump(exclude_none=True)
         generation.pop("automatic_function_calling", None)  # the SDK's own, not sent
-        inlined.append(genai_types.InlinedRequest(
-            contents=_Gemini._contents(built), metadata={"key": request.key},
-            config=genai_types.GenerateContentConfig(**generation)))
-    job = await _retrying(gateway, config, "batch submission", lambda: gemini._client.aio.batches
-                          .create(model=config.model, src=inlined,
-                                  config=genai_types.CreateBatchJobConfig(
-                                      display_name=display_name)))
+        inlined.append(
+            genai_types.InlinedRequest(
+                contents=_Gemini._contents(built),
+                metadata={"key": request.key},
+                config=genai_types.GenerateContentConfig(**generation),
+            )
+        )
+    job = await _retrying(
+        gateway,
+        config,
+        "batch submission",
+        lambda: gemini._client.aio.batches.create(
+            model=config.model,
+            src=inlined,
+            config=genai_types.CreateBatchJobConfig(display_name=display_name),
+        ),
+    )
     name = job.name or ""
     if not name:
         raise GatewayError("the batch submission was answered without a batch name")
-    await sync_to_async(_write_ledger)(LedgerEntry(
-        job_id=job_id, stage=stage, provider=config.provider, model=config.model,
-        request_hash=request_hash(config, system="", prompt=[name], schema=None),
-        outcome=Outcome.OK, raw_output=name, item_key=ledger_item.get(),
-        prompt=f"[batch of {len(requests)} requests: {display_name}]"))
+    await sync_to_async(_write_ledger)(
+        LedgerEntry(
+            job_id=job_id,
+            stage=stage,
+            provider=config.provider,
+            model=config.model,
+            request_hash=request_hash(config, system="", prompt=[name], schema=None),
+            outcome=Outcome.OK,
+            raw_output=name,
+            item_key=ledger_item.get(),
+            prompt=f"[batch of {len(requests)} requests: {display_name}]",
+        )
+    )
     return name
 
 
@@ -186,13 +225,13 @@ def _state(job: genai_types.BatchJob) -> str:
     return _STATES.get(str(raw), "running")
 
 
-async def batch_status(gateway: Gateway, model: LLMModel | ModelConfig,
-                       name: str) -> BatchStatus:
+async def batch_status(gateway: Gateway, model: LLMModel | ModelConfig, name: str) -> BatchStatus:
     """The batch's state, and its answers once it succeeded."""
     config = ModelConfig.of(model)
     gemini = _gemini(gateway, config)
-    job = await _retrying(gateway, config, "batch poll",
-                          lambda: gemini._client.aio.batches.get(name=name))
+    job = await _retrying(
+        gateway, config, "batch poll", lambda: gemini._client.aio.batches.get(name=name)
+    )
     state = _state(job)
     answers: list[BatchAnswer] = []
     if state == "succeeded" and job.dest is not None:
@@ -201,17 +240,30 @@ async def batch_status(gateway: Gateway, model: LLMModel | ModelConfig,
             response = inlined.response
             if inlined.error is not None or response is None:
                 error = inlined.error
-                answers.append(BatchAnswer(key, None, f"{getattr(error, 'code', '')} "
-                                                      f"{getattr(error, 'message', '')}".strip()
-                                           or "no answer"))
+                answers.append(
+                    BatchAnswer(
+                        key,
+                        None,
+                        f"{getattr(error, 'code', '')} {getattr(error, 'message', '')}".strip()
+                        or "no answer",
+                    )
+                )
                 continue
             usage = response.usage_metadata
-            answers.append(BatchAnswer(
-                key, response.text or "", model_version=response.model_version or "",
-                tokens_in=(usage.prompt_token_count or 0) if usage else 0,
-                tokens_out=((usage.candidates_token_count or 0)
-                            + (usage.thoughts_token_count or 0)) if usage else 0,
-                tokens_cached=(usage.cached_content_token_count or 0) if usage else 0))
+            answers.append(
+                BatchAnswer(
+                    key,
+                    response.text or "",
+                    model_version=response.model_version or "",
+                    tokens_in=(usage.prompt_token_count or 0) if usage else 0,
+                    tokens_out=(
+                        (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0)
+                    )
+                    if usage
+                    else 0,
+                    tokens_cached=(usage.cached_content_token_count or 0) if usage else 0,
+                )
+            )
     error = str(job.error.message or "") if getattr(job, "error", None) else ""
     return BatchStatus(name, state, answers, error)
 
@@ -219,20 +271,31 @@ async def batch_status(gateway: Gateway, model: LLMModel | ModelConfig,
 async def batch_cancel(gateway: Gateway, model: LLMModel | ModelConfig, name: str) -> None:
     config = ModelConfig.of(model)
     gemini = _gemini(gateway, config)
-    await _retrying(gateway, config, "batch cancel",
-                    lambda: gemini._client.aio.batches.cancel(name=name))
+    await _retrying(
+        gateway, config, "batch cancel", lambda: gemini._client.aio.batches.cancel(name=name)
+    )
 
 
-async def batch_answer(gateway: Gateway, model: LLMModel | ModelConfig, request: BatchRequest,
-                       answer: BatchAnswer, *, stage: str, template_name: str = "",
-                       template_version: str = "", job_id: int | None = None) -> CallResult:
+async def batch_answer(
+    gateway: Gateway,
+    model: LLMModel | ModelConfig,
+    request: BatchRequest,
+    answer: BatchAnswer,
+    *,
+    stage: str,
+    template_name: str = "",
+    template_version: str = "",
+    job_id: int | None = None,
+) -> CallResult:
     """One answer of a batch as a call: validated against the request's schema and written to
     the ledger at the batch price. `ok` exactly when the text validates."""
     config = ModelConfig.of(model)
-    digest = request_hash(config, system=request.system, prompt=request.prompt,
-                          schema=request.schema)
-    result = CallResult(outcome=Outcome.ERROR, request_hash=digest, requests=0,
-                        model_version=answer.model_version)
+    digest = request_hash(
+        config, system=request.system, prompt=request.prompt, schema=request.schema
+    )
+    result = CallResult(
+        outcome=Outcome.ERROR, request_hash=digest, requests=0, model_version=answer.model_version
+    )
     if answer.text is None:
         result.outcome, result.error = Outcome.SERVER_ERROR, answer.error or "no answer"
         output, errors = None, result.error
@@ -243,14 +306,25 @@ async def batch_answer(gateway: Gateway, model: LLMModel | ModelConfig, request:
     cost = config.cost(answer.tokens_in, answer.tokens_out) * BATCH_PRICE_FACTOR
     built = _Request(system=request.system, prompt=request.prompt, schema=request.schema)
     row = LedgerEntry(
-        job_id=job_id, stage=stage, provider=config.provider, model=config.model,
-        model_version=answer.model_version, template_name=template_name,
-        template_version=template_version, request_hash=digest, tokens_in=answer.tokens_in,
-        tokens_out=answer.tokens_out, tokens_cached=answer.tokens_cached, cost=cost,
-        outcome=result.outcome, raw_output=answer.text or "", error=errors,
-        prompt=prompt_text(built), item_key=ledger_item.get())
+        job_id=job_id,
+        stage=stage,
+        provider=config.provider,
+        model=config.model,
+        model_version=answer.model_version,
+        template_name=template_name,
+        template_version=template_version,
+        request_hash=digest,
+        tokens_in=answer.tokens_in,
+        tokens_out=answer.tokens_out,
+        tokens_cached=answer.tokens_cached,
+        cost=cost,
+        outcome=result.outcome,
+        raw_output=answer.text or "",
+        error=errors,
+        prompt=prompt_text(built),
+        item_key=ledger_item.get(),
+    )
     result.ledger_ids.append(await sync_to_async(_write_ledger)(row))
     result.tokens_in, result.tokens_out = answer.tokens_in, answer.tokens_out
     result.tokens_cached, result.cost = answer.tokens_cached, cost
     return result
-

@@ -119,8 +119,9 @@ class ModelConfig:
         return Limits(self.requests_per_minute, self.tokens_per_minute)
 
     def cost(self, tokens_in: int, tokens_out: int) -> Decimal:
-        return (tokens_in * self.price_input_per_million
-                + tokens_out * self.price_output_per_million) / _MILLION
+        return (
+            tokens_in * self.price_input_per_million + tokens_out * self.price_output_per_million
+        ) / _MILLION
 
 
 @dataclass(frozen=True)
@@ -223,8 +224,9 @@ class _Reply:
 class _Failure(Exception):
     """A provider request that failed, classified; the retry loop decides what follows."""
 
-    def __init__(self, outcome: str, message: str, retry_delay: float | None = None,
-                 quota_id: str = "") -> None:
+    def __init__(
+        self, outcome: str, message: str, retry_delay: float | None = None, quota_id: str = ""
+    ) -> None:
         super().__init__(message)
         self.outcome = outcome
         self.retry_delay = retry_delay
@@ -235,14 +237,21 @@ class _Failure(Exception):
 # The request hash: what makes two requests the same for the cache.
 
 
-def request_hash(config: ModelConfig, *, system: str, prompt: Sequence[PromptPart],
-                 schema: type[BaseModel] | None, tools: Sequence[str] = ()) -> str:
+def request_hash(
+    config: ModelConfig,
+    *,
+    system: str,
+    prompt: Sequence[PromptPart],
+    schema: type[BaseModel] | None,
+    tools: Sequence[str] = (),
+) -> str:
     """sha256 of a canonical JSON of everything the answer depends on; images by their hash."""
     contents: list[dict[str, str]] = []
     for part in prompt:
         if isinstance(part, ImagePart):
-            contents.append({"image_sha256": hashlib.sha256(part.data).hexdigest(),
-                             "mime_type": part.mime_type})
+            contents.append(
+                {"image_sha256": hashlib.sha256(part.data).hexdigest(), "mime_type": part.mime_type}
+            )
         else:
             contents.append({"text": part})
     canonical = {
@@ -273,12 +282,25 @@ def _active(model: LLMModel | ModelConfig) -> ModelConfig:
     return config
 
 
-def _ledger_row(config: ModelConfig, digest: str, *, stage: str, template_name: str,
-                template_version: str, job_id: int | None) -> dict[str, Any]:
+def _ledger_row(
+    config: ModelConfig,
+    digest: str,
+    *,
+    stage: str,
+    template_name: str,
+    template_version: str,
+    job_id: int | None,
+) -> dict[str, Any]:
     """The fields every ledger row of one logical call shares."""
-    return {"job_id": job_id, "stage": stage, "provider": config.provider,
-            "model": config.model, "template_name": template_name,
-            "template_version": template_version, "request_hash": digest}
+    return {
+        "job_id": job_id,
+        "stage": stage,
+        "provider": config.provider,
+        "model": config.model,
+        "template_name": template_name,
+        "template_version": template_version,
+        "request_hash": digest,
+    }
 
 
 def _estimated_tokens(prompt: Sequence[PromptPart], system: str) -> int:
@@ -328,13 +350,31 @@ def _grounding(response: genai_types.GenerateContentResponse) -> dict[str, Any]:
     ledger keeps (so that a cached answer carries its sources too)."""
     candidate = response.candidates[0] if response.candidates else None
     meta = candidate.grounding_metadata if candidate else None
-    chunks = [[(c.web.uri or "") if c.web else "", (c.web.title or "") if c.web else ""]
-              for c in (meta.grounding_chunks or [])] if meta else []
-    supports = [[(s.segment.text or "") if s.segment else "", list(s.grounding_chunk_indices or [])]
-                for s in (meta.grounding_supports or [])] if meta else []
+    chunks = (
+        [
+            [(c.web.uri or "") if c.web else "", (c.web.title or "") if c.web else ""]
+            for c in (meta.grounding_chunks or [])
+        ]
+        if meta
+        else []
+    )
+    supports = (
+        [
+            [(s.segment.text or "") if s.segment else "", list(s.grounding_chunk_indices or [])]
+            for s in (meta.grounding_supports or [])
+        ]
+        if meta
+        else []
+    )
     url_meta = candidate.url_context_metadata if candidate else None
-    statuses = [[u.retrieved_url or "", _status(u.url_retrieval_status)]
-                for u in (url_meta.url_metadata or [])] if url_meta else []
+    statuses = (
+        [
+            [u.retrieved_url or "", _status(u.url_retrieval_status)]
+            for u in (url_meta.url_metadata or [])
+        ]
+        if url_meta
+        else []
+    )
     return {"chunks": chunks, "supports": supports, "url_statuses": statuses}
 
 
@@ -356,16 +396,21 @@ class _Gemini:
     def _contents(request: _Request) -> list[genai_types.Content]:
         parts = [
             genai_types.Part.from_bytes(data=p.data, mime_type=p.mime_type)
-            if isinstance(p, ImagePart) else genai_types.Part.from_text(text=p)
+            if isinstance(p, ImagePart)
+            else genai_types.Part.from_text(text=p)
             for p in request.prompt
         ]
         contents = [genai_types.Content(role="user", parts=parts)]
         if request.repair:
             invalid, instruction = request.repair
-            contents.append(genai_types.Content(role="model",
-                                                parts=[genai_types.Part.from_text(text=invalid)]))
-            contents.append(genai_types.Content(
-                role="user", parts=[genai_types.Part.from_text(text=instruction)]))
+            contents.append(
+                genai_types.Content(role="model", parts=[genai_types.Part.from_text(text=invalid)])
+            )
+            contents.append(
+                genai_types.Content(
+                    role="user", parts=[genai_types.Part.from_text(text=instruction)]
+                )
+            )
         return contents
 
     @staticmethod
@@ -373,15 +418,19 @@ class _Gemini:
         # Gemini refuses a JSON response type together with tools: a request has one or the
         # other (structured calls a schema, grounded calls their tools and free text).
         if request.tools:
-            output: dict[str, Any] = {"tools": [
-                genai_types.Tool(google_search=genai_types.GoogleSearch())
-                if tool == "google_search"
-                else genai_types.Tool(url_context=genai_types.UrlContext())
-                for tool in request.tools
-            ]}
+            output: dict[str, Any] = {
+                "tools": [
+                    genai_types.Tool(google_search=genai_types.GoogleSearch())
+                    if tool == "google_search"
+                    else genai_types.Tool(url_context=genai_types.UrlContext())
+                    for tool in request.tools
+                ]
+            }
         elif request.schema is not None:
-            output = {"response_mime_type": "application/json",
-                      "response_json_schema": _json_schema(request.schema)}
+            output = {
+                "response_mime_type": "application/json",
+                "response_json_schema": _json_schema(request.schema),
+            }
         else:
             output = {}  # free text (call_text)
         return genai_types.GenerateContentConfig(
@@ -396,7 +445,8 @@ class _Gemini:
         generation = self._generation(config, request)
         try:
             response = await self._client.aio.models.generate_content(
-                model=config.model, contents=self._contents(request), config=generation)
+                model=config.model, contents=self._contents(request), config=generation
+            )
         except genai_errors.APIError as exc:
             raise self._failure(exc) from exc
         except _TIMEOUTS as exc:
@@ -405,8 +455,9 @@ class _Gemini:
             raise _Failure(Outcome.SERVER_ERROR, f"connection failed: {exc!r}") from exc
         usage = response.usage_metadata
         # Thinking tokens are billed as output.
-        tokens_out = ((usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0)
-                      if usage else 0)
+        tokens_out = (
+            (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0) if usage else 0
+        )
         return _Reply(
             text=response.text or "",
             model_version=response.model_version or "",
@@ -490,8 +541,10 @@ class _OpenAI:
             }
         try:
             response = await self._client.chat.completions.create(
-                model=config.model, messages=self._messages(request),
-                **structured, **config.parameters,
+                model=config.model,
+                messages=self._messages(request),
+                **structured,
+                **config.parameters,
             )
         except openai.APITimeoutError as exc:
             raise _Failure(Outcome.TIMEOUT, f"timed out: {exc}") from exc
@@ -541,8 +594,11 @@ class _OpenAI:
 
 
 def _cached_answer(request_hash_: str) -> LedgerEntry | None:
-    return (LedgerEntry.objects.filter(request_hash=request_hash_, outcome=Outcome.OK)
-            .order_by("-created_at", "-pk").first())
+    return (
+        LedgerEntry.objects.filter(request_hash=request_hash_, outcome=Outcome.OK)
+        .order_by("-created_at", "-pk")
+        .first()
+    )
 
 
 def _write_ledger(row: LedgerEntry) -> int:
@@ -635,15 +691,27 @@ class Gateway:
             if hit is not None:
                 output, errors = _validation_errors(schema, hit.raw_output)
                 if output is not None:
-                    return CallResult(outcome=Outcome.OK, output=output, raw_text=hit.raw_output,
-                                      cached=True, request_hash=digest,
-                                      model_version=hit.model_version)
-                log.warning("cached answer %s no longer validates: calling again (%s)",
-                            hit.pk, errors)
+                    return CallResult(
+                        outcome=Outcome.OK,
+                        output=output,
+                        raw_text=hit.raw_output,
+                        cached=True,
+                        request_hash=digest,
+                        model_version=hit.model_version,
+                    )
+                log.warning(
+                    "cached answer %s no longer validates: calling again (%s)", hit.pk, errors
+                )
 
         result = CallResult(outcome=Outcome.ERROR, request_hash=digest)
-        row = _ledger_row(config, digest, stage=stage, template_name=template_name,
-                          template_version=template_version, job_id=job_id)
+        row = _ledger_row(
+            config,
+            digest,
+            stage=stage,
+            template_name=template_name,
+            template_version=template_version,
+            job_id=job_id,
+        )
         reply = await self._send(config, request, result, row, is_repair=False)
         if reply is None:
             return result
@@ -652,8 +720,12 @@ class Gateway:
             # One repair: the invalid text goes back with the errors; its answer decides.
             await self._record(result, row, reply, config, Outcome.INVALID_OUTPUT, errors)
             result.raw_text, result.error = reply.text, errors  # kept if the repair fails
-            repair = _Request(system=system, prompt=tuple(prompt), schema=schema,
-                              repair=(reply.text, REPAIR_PROMPT.format(errors=errors)))
+            repair = _Request(
+                system=system,
+                prompt=tuple(prompt),
+                schema=schema,
+                repair=(reply.text, REPAIR_PROMPT.format(errors=errors)),
+            )
             reply = await self._send(config, repair, result, row, is_repair=True)
             if reply is None:
                 return result
@@ -661,7 +733,11 @@ class Gateway:
         outcome = Outcome.OK if output is not None else Outcome.INVALID_OUTPUT
         await self._record(result, row, reply, config, outcome, errors)
         result.outcome, result.output, result.raw_text, result.error = (
-            outcome, output, reply.text, errors)
+            outcome,
+            output,
+            reply.text,
+            errors,
+        )
         return result
 
     async def call_grounded(
@@ -695,21 +771,40 @@ class Gateway:
             hit = await sync_to_async(_cached_answer)(digest)
             if hit is not None:
                 try:
-                    return _grounded(json.loads(hit.raw_output), CallResult(
-                        outcome=Outcome.OK, raw_text=hit.raw_output, cached=True,
-                        request_hash=digest, model_version=hit.model_version))
+                    return _grounded(
+                        json.loads(hit.raw_output),
+                        CallResult(
+                            outcome=Outcome.OK,
+                            raw_text=hit.raw_output,
+                            cached=True,
+                            request_hash=digest,
+                            model_version=hit.model_version,
+                        ),
+                    )
                 except (ValueError, KeyError, TypeError):
                     log.warning("cached grounded answer %s is unreadable: calling again", hit.pk)
 
         result = CallResult(outcome=Outcome.ERROR, request_hash=digest)
-        row = _ledger_row(config, digest, stage=stage, template_name=template_name,
-                          template_version=template_version, job_id=job_id)
+        row = _ledger_row(
+            config,
+            digest,
+            stage=stage,
+            template_name=template_name,
+            template_version=template_version,
+            job_id=job_id,
+        )
         reply = await self._send(config, request, result, row, is_repair=False)
         if reply is None:
             return GroundedResult("", [], [], [], result)
         blob = json.dumps({"text": reply.text, **reply.grounding}, ensure_ascii=False)
-        answered = _Reply(blob, reply.model_version, reply.tokens_in, reply.tokens_out,
-                          reply.tokens_cached, reply.latency_ms)
+        answered = _Reply(
+            blob,
+            reply.model_version,
+            reply.tokens_in,
+            reply.tokens_out,
+            reply.tokens_cached,
+            reply.latency_ms,
+        )
         await self._record(result, row, answered, config, Outcome.OK, "")
         result.outcome, result.raw_text = Outcome.OK, blob
         return _grounded(json.loads(blob), result)
@@ -737,11 +832,22 @@ class Gateway:
         digest = request_hash(config, system=system, prompt=prompt, schema=None)
         hit = None if fresh else await sync_to_async(_cached_answer)(digest)
         if hit is not None and hit.raw_output.strip():
-            return CallResult(outcome=Outcome.OK, raw_text=hit.raw_output, cached=True,
-                              request_hash=digest, model_version=hit.model_version)
+            return CallResult(
+                outcome=Outcome.OK,
+                raw_text=hit.raw_output,
+                cached=True,
+                request_hash=digest,
+                model_version=hit.model_version,
+            )
         result = CallResult(outcome=Outcome.ERROR, request_hash=digest)
-        row = _ledger_row(config, digest, stage=stage, template_name=template_name,
-                          template_version=template_version, job_id=job_id)
+        row = _ledger_row(
+            config,
+            digest,
+            stage=stage,
+            template_name=template_name,
+            template_version=template_version,
+            job_id=job_id,
+        )
         reply = await self._send(config, request, result, row, is_repair=False)
         if reply is None:
             return result
@@ -752,8 +858,15 @@ class Gateway:
         result.outcome, result.raw_text, result.error = outcome, reply.text, errors
         return result
 
-    async def _send(self, config: ModelConfig, request: _Request, result: CallResult,
-                    row: dict[str, Any], *, is_repair: bool) -> _Reply | None:
+    async def _send(
+        self,
+        config: ModelConfig,
+        request: _Request,
+        result: CallResult,
+        row: dict[str, Any],
+        *,
+        is_repair: bool,
+    ) -> _Reply | None:
         """One request through the retry loop; None when it failed for good (`result` says
         why). Failed attempts are recorded here, the answered one by the caller."""
         provider = self._provider(config.provider)
@@ -772,8 +885,9 @@ class Gateway:
                 latency = time.perf_counter() - started
                 await self._record_failure(result, row, failure, latency)
                 if failure.outcome == Outcome.QUOTA_EXHAUSTED:
-                    raise QuotaExhausted(config.model, failure.quota_id,
-                                         failure.retry_delay) from failure
+                    raise QuotaExhausted(
+                        config.model, failure.quota_id, failure.retry_delay
+                    ) from failure
                 if failure.outcome == Outcome.RATE_LIMITED:
                     rate_waits += 1
                     if rate_waits > self.conf.max_rate_limit_waits:
@@ -807,20 +921,36 @@ class Gateway:
         result.outcome = failure.outcome
         result.error = f"{failure}\n{result.error}" if result.error else str(failure)
 
-    async def _record_failure(self, result: CallResult, row: dict[str, Any], failure: _Failure,
-                              latency: float) -> None:
-        entry = LedgerEntry(**row, outcome=failure.outcome, error=str(failure),
-                            latency_ms=int(latency * 1000))
+    async def _record_failure(
+        self, result: CallResult, row: dict[str, Any], failure: _Failure, latency: float
+    ) -> None:
+        entry = LedgerEntry(
+            **row, outcome=failure.outcome, error=str(failure), latency_ms=int(latency * 1000)
+        )
         result.ledger_ids.append(await sync_to_async(_write_ledger)(entry))
 
-    async def _record(self, result: CallResult, row: dict[str, Any], reply: _Reply,
-                      config: ModelConfig, outcome: str, errors: str) -> None:
+    async def _record(
+        self,
+        result: CallResult,
+        row: dict[str, Any],
+        reply: _Reply,
+        config: ModelConfig,
+        outcome: str,
+        errors: str,
+    ) -> None:
         cost = config.cost(reply.tokens_in, reply.tokens_out)
-        entry = LedgerEntry(**row, outcome=outcome, model_version=reply.model_version,
-                            tokens_in=reply.tokens_in, tokens_out=reply.tokens_out,
-                            tokens_cached=reply.tokens_cached, cost=cost,
-                            latency_ms=reply.latency_ms,
-                            raw_output=reply.text, error=errors)
+        entry = LedgerEntry(
+            **row,
+            outcome=outcome,
+            model_version=reply.model_version,
+            tokens_in=reply.tokens_in,
+            tokens_out=reply.tokens_out,
+            tokens_cached=reply.tokens_cached,
+            cost=cost,
+            latency_ms=reply.latency_ms,
+            raw_output=reply.text,
+            error=errors,
+        )
         result.ledger_ids.append(await sync_to_async(_write_ledger)(entry))
         result.tokens_in += reply.tokens_in
         result.tokens_out += reply.tokens_out
@@ -833,8 +963,9 @@ def _grounded(data: dict[str, Any], call: CallResult) -> GroundedResult:
     return GroundedResult(
         text=str(data["text"]),
         chunks=[(str(uri), str(title)) for uri, title in data.get("chunks", [])],
-        supports=[(str(text), [int(i) for i in indices])
-                  for text, indices in data.get("supports", [])],
+        supports=[
+            (str(text), [int(i) for i in indices]) for text, indices in data.get("supports", [])
+        ],
         url_statuses=[(str(url), str(status)) for url, status in data.get("url_statuses", [])],
         call=call,
     )
@@ -843,8 +974,9 @@ def _grounded(data: dict[str, Any], call: CallResult) -> GroundedResult:
 def gateway_from_settings() -> Gateway:
     """The production gateway: settings' keys and the Redis limiter shared by all workers.
     Build it inside the event loop that will use it."""
-    return Gateway(limiter=RedisTokenBucket.from_url(settings.REDIS_URL),
-                   conf=GatewaySettings.from_django())
+    return Gateway(
+        limiter=RedisTokenBucket.from_url(settings.REDIS_URL), conf=GatewaySettings.from_django()
+    )
 
 
 async def call_structured(model: LLMModel | ModelConfig, **kwargs: Any) -> CallResult:

@@ -73,8 +73,9 @@ class ItemFailed(Exception):  # noqa: N818 (what the item becomes)
 
     def __init__(self, reason: str, *calls: CallResult, raw_output: str = "") -> None:
         super().__init__(reason)
-        self.raw_output = raw_output or next((c.raw_text for c in reversed(calls) if c.raw_text),
-                                             "")
+        self.raw_output = raw_output or next(
+            (c.raw_text for c in reversed(calls) if c.raw_text), ""
+        )
         self.usage = _usage(calls)
 
 
@@ -83,8 +84,9 @@ class ItemDeferred(Exception):  # noqa: N818 (what the item becomes)
     item goes back to pending, not claimable for `seconds`, without using up an attempt, and
     keeps `state`, which the handler reads back as `current_item.get().state` next time."""
 
-    def __init__(self, seconds: float, state: dict[str, Any] | None = None,
-                 *calls: CallResult) -> None:
+    def __init__(
+        self, seconds: float, state: dict[str, Any] | None = None, *calls: CallResult
+    ) -> None:
         super().__init__(f"deferred for {seconds:g} s")
         self.seconds = seconds
         self.state = state or {}
@@ -92,9 +94,11 @@ class ItemDeferred(Exception):  # noqa: N818 (what the item becomes)
 
 
 def _usage(calls: Sequence[CallResult]) -> dict[str, Any]:
-    return {"tokens_in": sum(c.tokens_in for c in calls),
-            "tokens_out": sum(c.tokens_out for c in calls),
-            "cost": sum((c.cost for c in calls), Decimal("0"))}
+    return {
+        "tokens_in": sum(c.tokens_in for c in calls),
+        "tokens_out": sum(c.tokens_out for c in calls),
+        "cost": sum((c.cost for c in calls), Decimal("0")),
+    }
 
 
 @dataclass(frozen=True)
@@ -129,8 +133,14 @@ class JobKind:
 _registry: dict[str, JobKind] = {}
 
 
-def register_kind(kind: str, handler: Handler, *, chunk_size: int, concurrency: int,
-                  max_attempts: int | None = None) -> JobKind:
+def register_kind(
+    kind: str,
+    handler: Handler,
+    *,
+    chunk_size: int,
+    concurrency: int,
+    max_attempts: int | None = None,
+) -> JobKind:
     """Declare how items of `kind` are handled: `chunk_size` items per task, `concurrency` of
     them in flight at once. Registering a kind again replaces it (module reloads, tests)."""
     if chunk_size < 1 or concurrency < 1:
@@ -169,8 +179,13 @@ def _chunks_for(spec: JobKind, items: int) -> int:
 
 
 @transaction.atomic
-def job_launch(*, kind: str, items: Sequence[tuple[str, dict[str, Any]]],
-               params: dict[str, Any] | None = None, user: Any = None) -> Job:
+def job_launch(
+    *,
+    kind: str,
+    items: Sequence[tuple[str, dict[str, Any]]],
+    params: dict[str, Any] | None = None,
+    user: Any = None,
+) -> Job:
     """Create a job and its items, and enqueue its first chunk tasks after the commit."""
     spec = get_kind(kind)
     if not items:
@@ -178,10 +193,16 @@ def job_launch(*, kind: str, items: Sequence[tuple[str, dict[str, Any]]],
     keys = [key for key, _ in items]
     if len(set(keys)) != len(keys):
         raise JobError("item keys must be unique within a job")
-    job = Job.objects.create(kind=kind, params=params or {}, launched_by=user,
-                             items_total=len(items), items_remaining=len(items))
+    job = Job.objects.create(
+        kind=kind,
+        params=params or {},
+        launched_by=user,
+        items_total=len(items),
+        items_remaining=len(items),
+    )
     JobItem.objects.bulk_create(
-        [JobItem(job=job, key=key, payload=payload) for key, payload in items], batch_size=500)
+        [JobItem(job=job, key=key, payload=payload) for key, payload in items], batch_size=500
+    )
     _enqueue(job.pk, _chunks_for(spec, len(items)))
     return job
 
@@ -194,9 +215,11 @@ def job_cancel(*, job_id: int, now: datetime | None = None) -> Job:
     if job.status in OVER:
         raise JobError(f"job {job.pk} is already {job.status}")
     cancelled = JobItem.objects.filter(job=job, status=ItemStatus.PENDING).update(
-        status=ItemStatus.CANCELLED, finished_at=now)
-    Job.objects.filter(pk=job.pk).update(status=JobStatus.CANCELLED, resume_at=None,
-                                         items_remaining=F("items_remaining") - cancelled)
+        status=ItemStatus.CANCELLED, finished_at=now
+    )
+    Job.objects.filter(pk=job.pk).update(
+        status=JobStatus.CANCELLED, resume_at=None, items_remaining=F("items_remaining") - cancelled
+    )
     _finish_if_over(job.pk, now)
     job.refresh_from_db()
     return job
@@ -212,16 +235,23 @@ def job_retry_failed(*, job_id: int, now: datetime | None = None) -> int:
         raise JobError(f"job {job.pk} was cancelled")
     spec = get_kind(job.kind)
     retried = JobItem.objects.filter(job=job, status=ItemStatus.FAILED).update(
-        status=ItemStatus.PENDING, attempts=0, lease_until=None, lease_token="",
-        result=None, not_before=None,  # a fresh start: a deferred handler's state is gone
-        finished_at=None)
+        status=ItemStatus.PENDING,
+        attempts=0,
+        lease_until=None,
+        lease_token="",
+        result=None,
+        not_before=None,  # a fresh start: a deferred handler's state is gone
+        finished_at=None,
+    )
     if retried == 0 and job.status != JobStatus.WAITING_FOR_QUOTA:
         return 0
     Job.objects.filter(pk=job.pk).update(
         status=JobStatus.RUNNING if job.status == JobStatus.RUNNING else JobStatus.QUEUED,
         items_failed=F("items_failed") - retried,
         items_remaining=F("items_remaining") + retried,
-        finished_at=None, resume_at=None)
+        finished_at=None,
+        resume_at=None,
+    )
     pending = JobItem.objects.filter(job=job, status=ItemStatus.PENDING).count()
     _enqueue(job.pk, _chunks_for(spec, pending))
     return retried
@@ -231,12 +261,19 @@ def job_progress(job: Job, *, failures: int = 20) -> dict[str, Any]:
     """What the console shows: counters from the job row, plus the latest failures."""
     finished = job.items_done + job.items_failed
     cancelled = job.items_total - finished - job.items_remaining
-    running = (JobItem.objects.filter(job=job, status=ItemStatus.RUNNING).count()
-               if job.items_remaining else 0)
+    running = (
+        JobItem.objects.filter(job=job, status=ItemStatus.RUNNING).count()
+        if job.items_remaining
+        else 0
+    )
     # Deferred items: pending, waiting for their time (a provider's batch being polled).
-    waiting = (JobItem.objects.filter(job=job, status=ItemStatus.PENDING,
-                                      not_before__gt=timezone.now()).count()
-               if job.items_remaining else 0)
+    waiting = (
+        JobItem.objects.filter(
+            job=job, status=ItemStatus.PENDING, not_before__gt=timezone.now()
+        ).count()
+        if job.items_remaining
+        else 0
+    )
     return {
         "id": job.pk,
         "kind": job.kind,
@@ -259,7 +296,9 @@ def job_progress(job: Job, *, failures: int = 20) -> dict[str, Any]:
         "last_error": job.last_error,
         "failures": list(
             JobItem.objects.filter(job=job, status=ItemStatus.FAILED)
-            .order_by("-finished_at", "-pk").values("key", "last_error", "attempts")[:failures]),
+            .order_by("-finished_at", "-pk")
+            .values("key", "last_error", "attempts")[:failures]
+        ),
     }
 
 
@@ -290,23 +329,32 @@ def _ready(now: datetime) -> Q:
 def _finish_if_over(job_id: int, now: datetime) -> None:
     """A job whose remaining counter reached zero is done (or stays cancelled, now finished)."""
     Job.objects.filter(pk=job_id, items_remaining=0, status__in=ACTIVE).update(
-        status=JobStatus.DONE, finished_at=now)
-    Job.objects.filter(pk=job_id, items_remaining=0, status=JobStatus.CANCELLED,
-                       finished_at=None).update(finished_at=now)
+        status=JobStatus.DONE, finished_at=now
+    )
+    Job.objects.filter(
+        pk=job_id, items_remaining=0, status=JobStatus.CANCELLED, finished_at=None
+    ).update(finished_at=now)
 
 
 def _fail_worn_out(job_id: int, max_attempts: int, now: datetime) -> int:
     """Fail the items whose lease expired after their last allowed attempt: a worker died or
     hung on each of them that many times, so one more would likely do the same."""
     failed = JobItem.objects.filter(
-        job_id=job_id, status=ItemStatus.RUNNING, lease_until__lt=now,
+        job_id=job_id,
+        status=ItemStatus.RUNNING,
+        lease_until__lt=now,
         attempts__gte=max_attempts,
-    ).update(status=ItemStatus.FAILED, lease_token="", finished_at=now,
-             last_error=f"lease expired on each of {max_attempts} attempts "
-                        "(the worker died or hung on this item)")
+    ).update(
+        status=ItemStatus.FAILED,
+        lease_token="",
+        finished_at=now,
+        last_error=f"lease expired on each of {max_attempts} attempts "
+        "(the worker died or hung on this item)",
+    )
     if failed:
-        Job.objects.filter(pk=job_id).update(items_failed=F("items_failed") + failed,
-                                             items_remaining=F("items_remaining") - failed)
+        Job.objects.filter(pk=job_id).update(
+            items_failed=F("items_failed") + failed, items_remaining=F("items_remaining") - failed
+        )
         _finish_if_over(job_id, now)
     return failed
 
@@ -333,8 +381,11 @@ def item_claim_chunk(*, job_id: int, now: datetime | None = None) -> Claim | Non
         token = uuid.uuid4().hex
         # The same condition again: the UPDATE takes only rows still claimable.
         JobItem.objects.filter(_claimable(now), pk__in=ids).update(
-            status=ItemStatus.RUNNING, lease_token=token, attempts=F("attempts") + 1,
-            lease_until=now + timedelta(seconds=settings.LLM_JOB_LEASE_SECONDS))
+            status=ItemStatus.RUNNING,
+            lease_token=token,
+            attempts=F("attempts") + 1,
+            lease_until=now + timedelta(seconds=settings.LLM_JOB_LEASE_SECONDS),
+        )
         Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(status=JobStatus.RUNNING)
         Job.objects.filter(pk=job.pk, started_at=None).update(started_at=now)
     items = list(JobItem.objects.filter(job=job, lease_token=token).order_by("pk"))
@@ -347,17 +398,32 @@ ItemOutcome = ItemResult | ItemFailed | ItemDeferred | Exception
 def _outcome_fields(outcome: ItemOutcome) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the item's new fields, what its calls spent) for an outcome."""
     if isinstance(outcome, ItemResult):
-        return ({"status": ItemStatus.DONE, "result": outcome.result, "last_error": ""},
-                {"tokens_in": outcome.tokens_in, "tokens_out": outcome.tokens_out,
-                 "cost": outcome.cost})
-    usage = (outcome.usage if isinstance(outcome, ItemFailed)
-             else {"tokens_in": 0, "tokens_out": 0, "cost": Decimal("0")})
-    return ({"status": ItemStatus.FAILED, "last_error": _reason(outcome)[:_MAX_ERROR],
-             "raw_output": getattr(outcome, "raw_output", "")}, usage)
+        return (
+            {"status": ItemStatus.DONE, "result": outcome.result, "last_error": ""},
+            {
+                "tokens_in": outcome.tokens_in,
+                "tokens_out": outcome.tokens_out,
+                "cost": outcome.cost,
+            },
+        )
+    usage = (
+        outcome.usage
+        if isinstance(outcome, ItemFailed)
+        else {"tokens_in": 0, "tokens_out": 0, "cost": Decimal("0")}
+    )
+    return (
+        {
+            "status": ItemStatus.FAILED,
+            "last_error": _reason(outcome)[:_MAX_ERROR],
+            "raw_output": getattr(outcome, "raw_output", ""),
+        },
+        usage,
+    )
 
 
-def item_record(*, item_id: int, token: str, outcome: ItemOutcome,
-                now: datetime | None = None) -> bool:
+def item_record(
+    *, item_id: int, token: str, outcome: ItemOutcome, now: datetime | None = None
+) -> bool:
     """Record an item's outcome, once: only while it is running under `token`. A second
     recording, or one by a chunk whose lease was taken over, changes nothing (False)."""
     job_id = JobItem.objects.filter(pk=item_id).values_list("job_id", flat=True).first()
@@ -367,32 +433,48 @@ def item_record(*, item_id: int, token: str, outcome: ItemOutcome,
 
 
 @transaction.atomic
-def items_record(*, job_id: int, token: str, outcomes: Sequence[tuple[int, ItemOutcome]],
-                 now: datetime | None = None) -> int:
+def items_record(
+    *,
+    job_id: int,
+    token: str,
+    outcomes: Sequence[tuple[int, ItemOutcome]],
+    now: datetime | None = None,
+) -> int:
     """Record outcomes of items of one job, each once (as item_record), in one transaction with
     one update of the job's counters: how a chunk records what finished meanwhile. Returns how
     many were recorded."""
     now = now or timezone.now()
-    totals: dict[str, Any] = {"items_done": 0, "items_failed": 0, "tokens_in": 0,
-                              "tokens_out": 0, "cost": Decimal("0")}
+    totals: dict[str, Any] = {
+        "items_done": 0,
+        "items_failed": 0,
+        "tokens_in": 0,
+        "tokens_out": 0,
+        "cost": Decimal("0"),
+    }
     spent_only = False
     for item_id, outcome in outcomes:
-        running = JobItem.objects.filter(pk=item_id, status=ItemStatus.RUNNING,
-                                         lease_token=token)
+        running = JobItem.objects.filter(pk=item_id, status=ItemStatus.RUNNING, lease_token=token)
         if isinstance(outcome, ItemDeferred):
             # Back to pending until its time, the attempt given back: waiting is no failure.
             usage = outcome.usage
             changed = running.update(
-                status=ItemStatus.PENDING, lease_until=None, lease_token="",
-                attempts=F("attempts") - 1, result=outcome.state,
+                status=ItemStatus.PENDING,
+                lease_until=None,
+                lease_token="",
+                attempts=F("attempts") - 1,
+                result=outcome.state,
                 not_before=now + timedelta(seconds=outcome.seconds),
-                **{key: F(key) + spent for key, spent in usage.items()})
+                **{key: F(key) + spent for key, spent in usage.items()},
+            )
             spent_only = spent_only or bool(changed)
         else:
             fields, usage = _outcome_fields(outcome)
             changed = running.update(
-                **fields, lease_until=None, finished_at=now,
-                **{key: F(key) + spent for key, spent in usage.items()})
+                **fields,
+                lease_until=None,
+                finished_at=now,
+                **{key: F(key) + spent for key, spent in usage.items()},
+            )
             if changed:
                 counter = "items_done" if fields["status"] == ItemStatus.DONE else "items_failed"
                 totals[counter] += 1
@@ -403,7 +485,8 @@ def items_record(*, job_id: int, token: str, outcomes: Sequence[tuple[int, ItemO
     if recorded or spent_only:
         Job.objects.filter(pk=job_id).update(
             **{key: F(key) + value for key, value in totals.items()},
-            items_remaining=F("items_remaining") - recorded)
+            items_remaining=F("items_remaining") - recorded,
+        )
         _finish_if_over(job_id, now)
     return recorded
 
@@ -413,9 +496,9 @@ def item_renew_leases(*, job_id: int, token: str, now: datetime | None = None) -
     that items slower than a lease are not handed to another chunk while this one is alive.
     Returns how many were extended (0: the chunk has nothing left, or lost it all)."""
     now = now or timezone.now()
-    return JobItem.objects.filter(job_id=job_id, status=ItemStatus.RUNNING,
-                                  lease_token=token).update(
-        lease_until=now + timedelta(seconds=settings.LLM_JOB_LEASE_SECONDS))
+    return JobItem.objects.filter(
+        job_id=job_id, status=ItemStatus.RUNNING, lease_token=token
+    ).update(lease_until=now + timedelta(seconds=settings.LLM_JOB_LEASE_SECONDS))
 
 
 def _reason(exc: BaseException) -> str:
@@ -425,34 +508,37 @@ def _reason(exc: BaseException) -> str:
 
 
 @transaction.atomic
-def job_park_for_quota(*, claim: Claim, error: QuotaExhausted,
-                       now: datetime | None = None) -> None:
+def job_park_for_quota(*, claim: Claim, error: QuotaExhausted, now: datetime | None = None) -> None:
     """A daily quota is spent: the chunk's unfinished items go back to pending without using
     up an attempt, and the job waits until the quota is expected back."""
     now = now or timezone.now()
     job = Job.objects.select_for_update().get(pk=claim.job.pk)
-    unfinished = JobItem.objects.filter(job=job, lease_token=claim.token,
-                                        status=ItemStatus.RUNNING)
+    unfinished = JobItem.objects.filter(job=job, lease_token=claim.token, status=ItemStatus.RUNNING)
     if job.status == JobStatus.CANCELLED:
         # Cancelled meanwhile: these would never run again, so they end here.
-        n = unfinished.update(status=ItemStatus.CANCELLED, lease_token="", lease_until=None,
-                              finished_at=now)
+        n = unfinished.update(
+            status=ItemStatus.CANCELLED, lease_token="", lease_until=None, finished_at=now
+        )
         Job.objects.filter(pk=job.pk).update(items_remaining=F("items_remaining") - n)
         _finish_if_over(job.pk, now)
         return
-    unfinished.update(status=ItemStatus.PENDING, lease_token="", lease_until=None,
-                      attempts=F("attempts") - 1)
+    unfinished.update(
+        status=ItemStatus.PENDING, lease_token="", lease_until=None, attempts=F("attempts") - 1
+    )
     delay = error.retry_delay or settings.LLM_JOB_QUOTA_PAUSE_SECONDS
     Job.objects.filter(pk=job.pk, status__in=(*ACTIVE, JobStatus.WAITING_FOR_QUOTA)).update(
-        status=JobStatus.WAITING_FOR_QUOTA, resume_at=now + timedelta(seconds=delay),
-        last_error=str(error))
+        status=JobStatus.WAITING_FOR_QUOTA,
+        resume_at=now + timedelta(seconds=delay),
+        last_error=str(error),
+    )
 
 
 @transaction.atomic
 def job_fail(*, job_id: int, reason: str, now: datetime | None = None) -> None:
     """The job cannot run at all (its kind is unknown here): it fails, its items untouched."""
     Job.objects.filter(pk=job_id).exclude(status__in=OVER).update(
-        status=JobStatus.FAILED, last_error=reason, finished_at=now or timezone.now())
+        status=JobStatus.FAILED, last_error=reason, finished_at=now or timezone.now()
+    )
 
 
 def jobs_sweep(*, now: datetime | None = None) -> dict[str, int]:
@@ -461,8 +547,7 @@ def jobs_sweep(*, now: datetime | None = None) -> dict[str, int]:
     and no live lease (its messages were lost, or its chunks all ended)."""
     now = now or timezone.now()
     counts = {"requeued": 0, "failed": 0, "resumed": 0, "enqueued": 0}
-    for job in Job.objects.filter(status__in=(*ACTIVE, JobStatus.CANCELLED),
-                                  items_remaining__gt=0):
+    for job in Job.objects.filter(status__in=(*ACTIVE, JobStatus.CANCELLED), items_remaining__gt=0):
         with transaction.atomic():
             counts["failed"] += _fail_worn_out(job.pk, _max_attempts(job.kind), now)
             counts["requeued"] += _requeue_expired(job, now)
@@ -472,7 +557,8 @@ def jobs_sweep(*, now: datetime | None = None) -> dict[str, int]:
         ).update(status=JobStatus.QUEUED, resume_at=None)
     items = JobItem.objects.filter(job=OuterRef("pk"))
     stalled = Job.objects.filter(
-        Exists(items.filter(_ready(now))), status__in=ACTIVE,
+        Exists(items.filter(_ready(now))),
+        status__in=ACTIVE,
     ).exclude(Exists(items.filter(status=ItemStatus.RUNNING, lease_until__gte=now)))
     for job in stalled:
         spec = _registry.get(job.kind)
@@ -491,8 +577,9 @@ def _requeue_expired(job: Job, now: datetime) -> int:
     if job.status != JobStatus.CANCELLED:
         return expired.update(status=ItemStatus.PENDING, lease_token="", lease_until=None)
     # A cancelled job's lost items will never run: they end as cancelled.
-    n = expired.update(status=ItemStatus.CANCELLED, lease_token="", lease_until=None,
-                       finished_at=now)
+    n = expired.update(
+        status=ItemStatus.CANCELLED, lease_token="", lease_until=None, finished_at=now
+    )
     Job.objects.filter(pk=job.pk).update(items_remaining=F("items_remaining") - n)
     _finish_if_over(job.pk, now)
     return n
@@ -522,8 +609,10 @@ def job_run_chunk(*, job_id: int, gateway_factory: Callable[[], Gateway]) -> int
         log.warning("job %s waits for quota: %s", job_id, exc)
         job_park_for_quota(claim=claim, error=exc)
         return len(claim.items)
-    if JobItem.objects.filter(_ready(timezone.now()), job_id=job_id).exists() and \
-            Job.objects.filter(pk=job_id, status__in=ACTIVE).exists():
+    if (
+        JobItem.objects.filter(_ready(timezone.now()), job_id=job_id).exists()
+        and Job.objects.filter(pk=job_id, status__in=ACTIVE).exists()
+    ):
         _enqueue(job_id)
     return len(claim.items)
 
@@ -573,16 +662,17 @@ class _Recorder:
             if not batch:
                 continue
             try:
-                await self._write(job_id=self._claim.job.pk, token=self._claim.token,
-                                  outcomes=batch)
+                await self._write(
+                    job_id=self._claim.job.pk, token=self._claim.token, outcomes=batch
+                )
             except DatabaseError:
                 # The items stay leased to this chunk; once it ends, the sweeper requeues them.
-                log.exception("job %s: could not record %d outcome(s)", self._claim.job.pk,
-                              len(batch))
+                log.exception(
+                    "job %s: could not record %d outcome(s)", self._claim.job.pk, len(batch)
+                )
 
 
-async def _run_claim(spec: JobKind, claim: Claim,
-                     gateway_factory: Callable[[], Gateway]) -> None:
+async def _run_claim(spec: JobKind, claim: Claim, gateway_factory: Callable[[], Gateway]) -> None:
     heartbeat = asyncio.create_task(_keep_leases(claim))
     recorder = _Recorder(claim)
     try:
@@ -590,13 +680,13 @@ async def _run_claim(spec: JobKind, claim: Claim,
 
             async def one(item: JobItem) -> None:
                 # An open item's result is what its last deferral kept (None otherwise).
-                current_item.set(JobContext(claim.job.pk, item.key, claim.job.params,
-                                            item.result))
+                current_item.set(JobContext(claim.job.pk, item.key, claim.job.params, item.result))
                 ledger_item.set(item.key)  # the item's ledger rows say whose calls they were
                 try:
                     returned = await spec.handler(gateway, item.payload)
                     outcome: ItemOutcome = (
-                        returned if isinstance(returned, ItemResult) else ItemResult(returned))
+                        returned if isinstance(returned, ItemResult) else ItemResult(returned)
+                    )
                 except QuotaExhausted:
                     raise  # parks the whole job: see job_park_for_quota
                 except ItemDeferred as deferred:

@@ -72,21 +72,43 @@ class Launcher:
 _launchers: dict[str, Launcher] = {}
 
 
-def register_launcher(key: str, *, label: str, kind: str, launch: Callable[..., Job],
-                      eligible: Callable[[list[int] | None], int],
-                      resolve: Callable[[Sequence[str]], tuple[dict[str, int], list[str]]],
-                      model: Callable[[], LLMModel], calls_per_item: int, order: int = 0,
-                      scope_noun: str = "items", select: Callable[..., list[int]] | None = None,
-                      domains: Callable[[], list[str]] | None = None,
-                      states: Sequence[tuple[str, str]] = ()) -> Launcher:
+def register_launcher(
+    key: str,
+    *,
+    label: str,
+    kind: str,
+    launch: Callable[..., Job],
+    eligible: Callable[[list[int] | None], int],
+    resolve: Callable[[Sequence[str]], tuple[dict[str, int], list[str]]],
+    model: Callable[[], LLMModel],
+    calls_per_item: int,
+    order: int = 0,
+    scope_noun: str = "items",
+    select: Callable[..., list[int]] | None = None,
+    domains: Callable[[], list[str]] | None = None,
+    states: Sequence[tuple[str, str]] = (),
+) -> Launcher:
     """Declare a stage the console can launch; registering a key again replaces it. Without
     `select`, the console offers all eligible items or chosen ones; with it, a filter too."""
     if calls_per_item < 1:
         raise ValueError("calls_per_item must be at least 1")
     if (domains is not None or states) and select is None:
         raise ValueError("domains and states filter through select: give select too")
-    launcher = Launcher(key, label, kind, launch, eligible, resolve, model, calls_per_item,
-                        order, scope_noun, select, domains, tuple(states))
+    launcher = Launcher(
+        key,
+        label,
+        kind,
+        launch,
+        eligible,
+        resolve,
+        model,
+        calls_per_item,
+        order,
+        scope_noun,
+        select,
+        domains,
+        tuple(states),
+    )
     _launchers[key] = launcher
     return launcher
 
@@ -123,8 +145,9 @@ class Estimate:
 
 
 def _cost(model: LLMModel, tokens_in: int, tokens_out: int) -> Decimal:
-    return (tokens_in * model.price_input_per_million
-            + tokens_out * model.price_output_per_million) / MILLION
+    return (
+        tokens_in * model.price_input_per_million + tokens_out * model.price_output_per_million
+    ) / MILLION
 
 
 def estimate(launcher: Launcher, items: int, model: LLMModel) -> Estimate:
@@ -134,12 +157,17 @@ def estimate(launcher: Launcher, items: int, model: LLMModel) -> Estimate:
     calls_min = items * launcher.calls_per_item
     calls_max = items * (launcher.calls_per_item + MAX_REPAIRS_PER_ITEM)
     return Estimate(
-        items=items, calls_min=calls_min, calls_max=calls_max,
-        tokens_in_min=calls_min * per_in, tokens_in_max=calls_max * per_in,
-        tokens_out_min=calls_min * per_out, tokens_out_max=calls_max * per_out,
+        items=items,
+        calls_min=calls_min,
+        calls_max=calls_max,
+        tokens_in_min=calls_min * per_in,
+        tokens_in_max=calls_max * per_in,
+        tokens_out_min=calls_min * per_out,
+        tokens_out_max=calls_max * per_out,
         cost_min=_cost(model, calls_min * per_in, calls_min * per_out),
         cost_max=_cost(model, calls_max * per_in, calls_max * per_out),
-        model=model.name)
+        model=model.name,
+    )
 
 
 @dataclass(frozen=True)
@@ -163,8 +191,9 @@ def domain_choices(launcher: Launcher) -> list[str]:
     return launcher.domains() if launcher.domains is not None else []
 
 
-def scope_from(launcher: Launcher, *, scope: str, ids_text: str, domain: str = "",
-               state: str = "") -> Scope:
+def scope_from(
+    launcher: Launcher, *, scope: str, ids_text: str, domain: str = "", state: str = ""
+) -> Scope:
     if scope == "filter":
         return _filtered(launcher, domain.strip(), state.strip())
     if scope != "chosen":

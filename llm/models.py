@@ -89,8 +89,10 @@ class LedgerEntry(models.Model):
 
     class Meta:
         verbose_name_plural = "ledger entries"
-        indexes = [models.Index(fields=["request_hash", "outcome"], name="llm_ledger_cache"),
-                   models.Index(fields=["job_id", "item_key"], name="llm_ledger_item")]
+        indexes = [
+            models.Index(fields=["request_hash", "outcome"], name="llm_ledger_cache"),
+            models.Index(fields=["job_id", "item_key"], name="llm_ledger_item"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.stage} {self.model} {self.outcome} ({self.created_at:%Y-%m-%d %H:%M})"
@@ -123,8 +125,9 @@ class Job(models.Model):
 
     kind = models.CharField(max_length=100, db_index=True)
     params = models.JSONField(default=dict, blank=True)
-    status = models.CharField(max_length=20, choices=JobStatus.choices, default=JobStatus.QUEUED,
-                              db_index=True)
+    status = models.CharField(
+        max_length=20, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True
+    )
     items_total = models.PositiveIntegerField(default=0)
     items_done = models.PositiveIntegerField(default=0)
     items_failed = models.PositiveIntegerField(default=0)
@@ -133,8 +136,9 @@ class Job(models.Model):
     tokens_in = models.PositiveBigIntegerField(default=0)
     tokens_out = models.PositiveBigIntegerField(default=0)
     cost = models.DecimalField(max_digits=14, decimal_places=8, default=Decimal("0"))
-    launched_by = models.ForeignKey("auth.User", null=True, blank=True,
-                                    on_delete=models.SET_NULL, related_name="llm_jobs")
+    launched_by = models.ForeignKey(
+        "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="llm_jobs"
+    )
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -155,8 +159,7 @@ class JobItem(models.Model):
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="items")
     key = models.CharField(max_length=255)
     payload = models.JSONField(default=dict, blank=True)
-    status = models.CharField(max_length=10, choices=ItemStatus.choices,
-                              default=ItemStatus.PENDING)
+    status = models.CharField(max_length=10, choices=ItemStatus.choices, default=ItemStatus.PENDING)
     lease_until = models.DateTimeField(null=True, blank=True)
     # Set by each claim: only the chunk holding the current token may record the outcome.
     lease_token = models.CharField(max_length=32, blank=True)

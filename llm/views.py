@@ -65,8 +65,12 @@ def job_list(request: HttpRequest) -> HttpResponse:
 
 def _jobs_context(request: HttpRequest, est: dict[str, Any] | None = None) -> dict[str, Any]:
     page = _page(request, Job.objects.select_related("launched_by"), JOBS_PER_PAGE)
-    return {"page": page, "kinds": jobs.registered_kinds(), "launchers": _launch_forms(),
-            "est": est}
+    return {
+        "page": page,
+        "kinds": jobs.registered_kinds(),
+        "launchers": _launch_forms(),
+        "est": est,
+    }
 
 
 def _launch_forms() -> list[dict[str, Any]]:
@@ -77,17 +81,26 @@ def _launch_forms() -> list[dict[str, Any]]:
     for launcher in launchers.all_launchers():
         if launcher.domains is not None and launcher.domains not in asked:
             asked[launcher.domains] = launchers.domain_choices(launcher)
-        forms.append({"launcher": launcher, "has_domains": launcher.domains is not None,
-                      "domains": asked.get(launcher.domains, [])})
+        forms.append(
+            {
+                "launcher": launcher,
+                "has_domains": launcher.domains is not None,
+                "domains": asked.get(launcher.domains, []),
+            }
+        )
     return forms
 
 
 def _job_context(job: Job) -> dict[str, Any]:
     # job_progress's own failure list has no item ids to link to: the page lists them itself.
-    return {"job": job, "progress": jobs.job_progress(job, failures=0), "over": _is_over(job),
-            "can_cancel": not _is_over(job),
-            "can_retry": job.status != JobStatus.CANCELLED and (
-                job.items_failed > 0 or job.status == JobStatus.WAITING_FOR_QUOTA)}
+    return {
+        "job": job,
+        "progress": jobs.job_progress(job, failures=0),
+        "over": _is_over(job),
+        "can_cancel": not _is_over(job),
+        "can_retry": job.status != JobStatus.CANCELLED
+        and (job.items_failed > 0 or job.status == JobStatus.WAITING_FOR_QUOTA),
+    }
 
 
 @login_required
@@ -98,12 +111,20 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     context = _job_context(job)
     if request.htmx:
         # The polled partial: its last answer carries 286 so htmx swaps it in and stops.
-        return render(request, "llm/job.html#progress", context,
-                      status=STOP_POLLING if context["over"] else 200)
-    items = JobItem.objects.filter(job=job).order_by("pk").only(
-        "pk", "job_id", "key", "status", "attempts", "last_error", "finished_at")
-    context["failures"] = items.filter(status=ItemStatus.FAILED).order_by(
-        "-finished_at", "-pk")[:FAILURES_SHOWN]
+        return render(
+            request,
+            "llm/job.html#progress",
+            context,
+            status=STOP_POLLING if context["over"] else 200,
+        )
+    items = (
+        JobItem.objects.filter(job=job)
+        .order_by("pk")
+        .only("pk", "job_id", "key", "status", "attempts", "last_error", "finished_at")
+    )
+    context["failures"] = items.filter(status=ItemStatus.FAILED).order_by("-finished_at", "-pk")[
+        :FAILURES_SHOWN
+    ]
     context["items"] = _page(request, items, ITEMS_PER_PAGE)
     return render(request, "llm/job.html", context)
 
@@ -115,24 +136,32 @@ def job_item(request: HttpRequest, job_id: int, item_id: int) -> HttpResponse:
     item = get_object_or_404(JobItem.objects.select_related("job"), pk=item_id, job_id=job_id)
     known = {(p.name, p.version) for p in all_prompts()}
     # The item's calls; rows written before the ledger knew items (no key) are shown with them.
-    ledger = list(LedgerEntry.objects.filter(Q(item_key=item.key) | Q(item_key=""),
-                                             job_id=job_id)
-                  .order_by("created_at", "pk")[:LEDGER_ROWS_SHOWN])
+    ledger = list(
+        LedgerEntry.objects.filter(Q(item_key=item.key) | Q(item_key=""), job_id=job_id).order_by(
+            "created_at", "pk"
+        )[:LEDGER_ROWS_SHOWN]
+    )
     for row in ledger:
         version = row.template_version.removeprefix("v")
-        row.prompt_anchor = (_prompt_anchor(row.template_name, row.template_version)
-                             if version.isdigit() and (row.template_name, int(version)) in known
-                             else "")
-    return render(request, "llm/item.html", {"job": item.job, "item": item, "ledger": ledger,
-                                             "ledger_cap": LEDGER_ROWS_SHOWN})
+        row.prompt_anchor = (
+            _prompt_anchor(row.template_name, row.template_version)
+            if version.isdigit() and (row.template_name, int(version)) in known
+            else ""
+        )
+    return render(
+        request,
+        "llm/item.html",
+        {"job": item.job, "item": item, "ledger": ledger, "ledger_cap": LEDGER_ROWS_SHOWN},
+    )
 
 
 @login_required
 @require_GET
 def prompt_list(request: HttpRequest) -> HttpResponse:
     _require_admin(request)
-    prompts = [{"prompt": p, "anchor": _prompt_anchor(p.name, str(p.version))}
-               for p in all_prompts()]
+    prompts = [
+        {"prompt": p, "anchor": _prompt_anchor(p.name, str(p.version))} for p in all_prompts()
+    ]
     return render(request, "llm/prompts.html", {"prompts": prompts})
 
 
@@ -149,8 +178,9 @@ def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
     except jobs.JobError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Job {job.pk} cancelled: running items finish, "
-                                  "pending ones will not start.")
+        messages.success(
+            request, f"Job {job.pk} cancelled: running items finish, pending ones will not start."
+        )
     return redirect("job", job_id=job.pk)
 
 
@@ -178,27 +208,38 @@ def _launcher(request: HttpRequest) -> launchers.Launcher:
     return launcher
 
 
-def _scope(request: HttpRequest, launcher: launchers.Launcher
-           ) -> tuple[launchers.Scope | None, str]:
+def _scope(
+    request: HttpRequest, launcher: launchers.Launcher
+) -> tuple[launchers.Scope | None, str]:
     """The scope the form asks for, or None and why it is refused."""
-    scope = launchers.scope_from(launcher, scope=request.POST.get("scope", "all"),
-                                 ids_text=request.POST.get("ids", ""),
-                                 domain=request.POST.get("domain", ""),
-                                 state=request.POST.get("state", ""))
+    scope = launchers.scope_from(
+        launcher,
+        scope=request.POST.get("scope", "all"),
+        ids_text=request.POST.get("ids", ""),
+        domain=request.POST.get("domain", ""),
+        state=request.POST.get("state", ""),
+    )
     if scope.error:
         return None, scope.error
     if scope.unknown:
-        return None, (f"Unknown for {launcher.label} ({len(scope.unknown)}): "
-                      + ", ".join(scope.unknown))
+        return None, (
+            f"Unknown for {launcher.label} ({len(scope.unknown)}): " + ", ".join(scope.unknown)
+        )
     return scope, ""
 
 
 def _estimate(request: HttpRequest, launcher: launchers.Launcher) -> dict[str, Any]:
-    est: dict[str, Any] = {"launcher": launcher, "scope": request.POST.get("scope", "all"),
-                           "ids": request.POST.get("ids", ""),
-                           "domain": request.POST.get("domain", ""),
-                           "state": request.POST.get("state", ""), "error": "",
-                           "estimate": None, "skipped": 0, "matched": 0}
+    est: dict[str, Any] = {
+        "launcher": launcher,
+        "scope": request.POST.get("scope", "all"),
+        "ids": request.POST.get("ids", ""),
+        "domain": request.POST.get("domain", ""),
+        "state": request.POST.get("state", ""),
+        "error": "",
+        "estimate": None,
+        "skipped": 0,
+        "matched": 0,
+    }
     scope, est["error"] = _scope(request, launcher)
     if scope is None:
         return est
@@ -242,6 +283,7 @@ def job_launch(request: HttpRequest) -> HttpResponse:
     except jobs.JobError as exc:
         messages.error(request, str(exc))
         return redirect("jobs")
-    messages.success(request, f"{launcher.label}: job {job.pk} launched with "
-                              f"{job.items_total} item(s).")
+    messages.success(
+        request, f"{launcher.label}: job {job.pk} launched with {job.items_total} item(s)."
+    )
     return redirect("job", job_id=job.pk)

@@ -41,8 +41,9 @@ class ZipRenderer(BaseRenderer):
         "identical. The file name holds the start of the content hash."
     ),
     responses={
-        (200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY,
-                                                  description="the export as a zip"),
+        (200, "application/zip"): OpenApiResponse(
+            OpenApiTypes.BINARY, description="the export as a zip"
+        ),
         **{(code, JSONRenderer.media_type): ErrorSerializer for code in (401, 403, 500)},
     },
 )
@@ -64,5 +65,9 @@ def benchmark_export(request: Request) -> FileResponse | Response:
         raise
     handle.seek(0)
     short_hash = manifest.content_hash.removeprefix("sha256:")[:12]
-    return FileResponse(handle, as_attachment=True, content_type="application/zip",
-                        filename=f"gamut-benchmark-{short_hash}.zip")
+    return FileResponse(
+        handle,
+        as_attachment=True,
+        content_type="application/zip",
+        filename=f"gamut-benchmark-{short_hash}.zip",
+    )

@@ -96,9 +96,7 @@ class _Strict(BaseModel):
     # strict: a JSON string "2" is not the number 2, nor 1 the boolean true ("wrong JSON type").
     # extra="forbid": a misspelt field such as "extra_threshold" would otherwise be dropped
     # silently and the defaults used; rejecting it also gives the LLM a closed schema.
-    model_config = ConfigDict(
-        strict=True, extra="forbid", str_strip_whitespace=True, frozen=True
-    )
+    model_config = ConfigDict(strict=True, extra="forbid", str_strip_whitespace=True, frozen=True)
 
 
 class Snippet(_Strict):
@@ -295,8 +293,14 @@ def _show(value: Any) -> str:
 def _json_kind(value: Any) -> str:
     if value is None:
         return "null"
-    for kind, name in ((bool, "a boolean"), (int, "an integer"), (float, "a number"),
-                       (str, "a string"), (list, "a list"), (dict, "an object")):
+    for kind, name in (
+        (bool, "a boolean"),
+        (int, "an integer"),
+        (float, "a number"),
+        (str, "a string"),
+        (list, "a list"),
+        (dict, "an object"),
+    ):
         if isinstance(value, kind):
             return name
     return type(value).__name__
@@ -362,8 +366,10 @@ def _unknown_field(loc: Loc, tag: str | None) -> str:
     the last text part of the path above the field, or for an item by its type tag."""
     parent = next((part for part in reversed(loc[:-1]) if isinstance(part, str)), None)
     models: dict[str | None, tuple[str, type[BaseModel]]] = {
-        None: ("the document", MetaRubric), "snippets": ("a snippet", Snippet),
-        "meta_insights": ("a meta-insight", MetaInsight), "steps": ("a step", Step),
+        None: ("the document", MetaRubric),
+        "snippets": ("a snippet", Snippet),
+        "meta_insights": ("a meta-insight", MetaInsight),
+        "steps": ("a step", Step),
     }
     if parent == "items" and tag is not None:
         models["items"] = (f"a {tag} item", ITEM_MODELS[tag])
@@ -418,8 +424,10 @@ def _rule_problems(document: Any) -> Iterator[tuple[Loc, str]]:
             if isinstance(item.get("options"), list):
                 yield from _threshold_problems(("items", i), item)
         elif kind == "process":
-            steps = [step.get("text") if isinstance(step, dict) else None
-                     for step in _list(item.get("steps"))]
+            steps = [
+                step.get("text") if isinstance(step, dict) else None
+                for step in _list(item.get("steps"))
+            ]
             yield from _duplicate_members(("items", i, "steps"), steps, suffix=("text",))
         elif kind == "relationship":
             yield from _duplicate_members(("items", i, "aspects"), _list(item.get("aspects")))
@@ -458,8 +466,9 @@ def _reference_problems(
     for k, ref in enumerate(_list(owner.get("snippets"))):
         sid = _text(ref)
         if sid is not None and sid not in defined:
-            yield base + ("snippets", k), (
-                f"unknown snippet {_show(sid)}: no top-level snippet has this id"
+            yield (
+                base + ("snippets", k),
+                (f"unknown snippet {_show(sid)}: no top-level snippet has this id"),
             )
 
 
@@ -478,9 +487,12 @@ def _duplicate_members(
             continue
         key = member_key(text)
         if key in first:
-            yield base + (k,) + suffix, (
-                f"{_show(text)} repeats {_path(base + (first[key],) + suffix)} "
-                "(compared ignoring case and spaces)"
+            yield (
+                base + (k,) + suffix,
+                (
+                    f"{_show(text)} repeats {_path(base + (first[key],) + suffix)} "
+                    "(compared ignoring case and spaces)"
+                ),
             )
         else:
             first[key] = k
@@ -509,9 +521,12 @@ def _threshold_list(
         if floor is not None and value <= floor:
             yield base + (k,), f"{value} is not above the highest baseline value, {floor}"
         if previous is not None and value <= previous:
-            yield base + (k,), (
-                f"{value} is not greater than the value before it, {previous} "
-                "(the values must increase)"
+            yield (
+                base + (k,),
+                (
+                    f"{value} is not greater than the value before it, {previous} "
+                    "(the values must increase)"
+                ),
             )
         previous = value
 
@@ -520,8 +535,15 @@ def _threshold_list(
 # Compilation (spec section 3)
 
 Kind = Literal[
-    "fact", "list_item", "coverage", "option", "step", "sequence",
-    "relation_entity", "relation_aspect", "meta_insight",
+    "fact",
+    "list_item",
+    "coverage",
+    "option",
+    "step",
+    "sequence",
+    "relation_entity",
+    "relation_aspect",
+    "meta_insight",
 ]
 Rule = Literal[
     "fact",
@@ -558,8 +580,13 @@ class Check:
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
-            "id": self.id, "kind": self.kind, "tier": self.tier, "secondary": self.secondary,
-            "source": self.source, "rule": self.rule, "text": self.text,
+            "id": self.id,
+            "kind": self.kind,
+            "tier": self.tier,
+            "secondary": self.secondary,
+            "source": self.source,
+            "rule": self.rule,
+            "text": self.text,
             "snippets": list(self.snippets),
         }
         if self.kind == "coverage":
@@ -618,8 +645,13 @@ def _item_checks(item: _Item, entity: str) -> list[Check]:
             return [_check(item, item.id, "fact", "fact", _fact_text(item.statement))]
         case StrictList():
             return [
-                _check(item, f"{item.id}.item{k}", "list_item", "strict_list.item",
-                       _member_text(member, item.topic))
+                _check(
+                    item,
+                    f"{item.id}.item{k}",
+                    "list_item",
+                    "strict_list.item",
+                    _member_text(member, item.topic),
+                )
                 for k, member in enumerate(item.items, 1)
             ]
         case FlexibleList():
@@ -632,65 +664,128 @@ def _item_checks(item: _Item, entity: str) -> list[Check]:
 
 
 def _check(
-    item: _Item, check_id: str, kind: Kind, rule: Rule, text: str, *,
-    secondary: bool = False, **by_kind: Any,
+    item: _Item,
+    check_id: str,
+    kind: Kind,
+    rule: Rule,
+    text: str,
+    *,
+    secondary: bool = False,
+    **by_kind: Any,
 ) -> Check:
     """A check of an item: genuine requirements keep its tier, secondary ones drop a level."""
     tier = lower(item.tier) if secondary else item.tier
-    return Check(id=check_id, kind=kind, tier=tier, secondary=secondary, source=item.id,
-                 rule=rule, text=text, snippets=tuple(item.snippets), **by_kind)
+    return Check(
+        id=check_id,
+        kind=kind,
+        tier=tier,
+        secondary=secondary,
+        source=item.id,
+        rule=rule,
+        text=text,
+        snippets=tuple(item.snippets),
+        **by_kind,
+    )
 
 
 def _flexible_checks(item: FlexibleList) -> list[Check]:
     options = tuple(item.options)
 
     def coverage(check_id: str, rule: Rule, threshold: int, secondary: bool) -> Check:
-        return _check(item, check_id, "coverage", rule,
-                      _coverage_text(threshold, options, item.topic), secondary=secondary,
-                      threshold=threshold, options=options)
+        return _check(
+            item,
+            check_id,
+            "coverage",
+            rule,
+            _coverage_text(threshold, options, item.topic),
+            secondary=secondary,
+            threshold=threshold,
+            options=options,
+        )
 
-    checks = [coverage(f"{item.id}.base{k}", "flexible_list.baseline", b, False)
-              for k, b in enumerate(item.baseline, 1)]
+    checks = [
+        coverage(f"{item.id}.base{k}", "flexible_list.baseline", b, False)
+        for k, b in enumerate(item.baseline, 1)
+    ]
     if uses_option_checks(item):
         checks += [
-            _check(item, f"{item.id}.opt{k}", "option", "flexible_list.option",
-                   _member_text(option, item.topic), secondary=True)
+            _check(
+                item,
+                f"{item.id}.opt{k}",
+                "option",
+                "flexible_list.option",
+                _member_text(option, item.topic),
+                secondary=True,
+            )
             for k, option in enumerate(options, 1)
         ]
     else:
-        checks += [coverage(f"{item.id}.cov{k}", "flexible_list.higher_threshold", h, True)
-                   for k, h in enumerate(higher_thresholds(item), 1)]
+        checks += [
+            coverage(f"{item.id}.cov{k}", "flexible_list.higher_threshold", h, True)
+            for k, h in enumerate(higher_thresholds(item), 1)
+        ]
     return checks
 
 
 def _process_checks(item: Process) -> list[Check]:
     checks = [
-        _check(item, f"{item.id}.step{k}", "step",
-               "process.step_required" if step.required else "process.step_optional",
-               _step_text(step.text, item.topic), secondary=not step.required)
+        _check(
+            item,
+            f"{item.id}.step{k}",
+            "step",
+            "process.step_required" if step.required else "process.step_optional",
+            _step_text(step.text, item.topic),
+            secondary=not step.required,
+        )
         for k, step in enumerate(item.steps, 1)
     ]
     required = tuple(step.text for step in item.steps if step.required)
     every = tuple(step.text for step in item.steps)
     if len(required) >= 2:
-        checks.append(_check(item, f"{item.id}.seq_required", "sequence",
-                             "process.sequence_required",
-                             _sequence_text(required, item.topic, every=False), steps=required))
+        checks.append(
+            _check(
+                item,
+                f"{item.id}.seq_required",
+                "sequence",
+                "process.sequence_required",
+                _sequence_text(required, item.topic, every=False),
+                steps=required,
+            )
+        )
     if len(required) < len(every) and len(every) >= 2:
-        checks.append(_check(item, f"{item.id}.seq_all", "sequence", "process.sequence_all",
-                             _sequence_text(every, item.topic, every=True),
-                             secondary=True, steps=every))
+        checks.append(
+            _check(
+                item,
+                f"{item.id}.seq_all",
+                "sequence",
+                "process.sequence_all",
+                _sequence_text(every, item.topic, every=True),
+                secondary=True,
+                steps=every,
+            )
+        )
     return checks
 
 
 def _relationship_checks(item: Relationship, entity: str) -> list[Check]:
-    checks = [_check(item, f"{item.id}.entity", "relation_entity", "relationship.entity",
-                     f"The response identifies {item.entity} as related to {entity}: "
-                     f"{_sentence(item.relation)}")]
+    checks = [
+        _check(
+            item,
+            f"{item.id}.entity",
+            "relation_entity",
+            "relationship.entity",
+            f"The response identifies {item.entity} as related to {entity}: "
+            f"{_sentence(item.relation)}",
+        )
+    ]
     checks += [
-        _check(item, f"{item.id}.aspect{k}", "relation_aspect", "relationship.aspect",
-               f"On how {entity} relates to {item.entity}, the response conveys: "
-               f"{_sentence(aspect)}")
+        _check(
+            item,
+            f"{item.id}.aspect{k}",
+            "relation_aspect",
+            "relationship.aspect",
+            f"On how {entity} relates to {item.entity}, the response conveys: {_sentence(aspect)}",
+        )
         for k, aspect in enumerate(item.aspects, 1)
     ]
     return checks
@@ -698,10 +793,14 @@ def _relationship_checks(item: Relationship, entity: str) -> list[Check]:
 
 def _insight_check(insight: MetaInsight, parent: StrictList | FlexibleList | Process) -> Check:
     return Check(
-        id=insight.id, kind="meta_insight", tier=insight.tier, secondary=False,
-        source=insight.id, rule="meta_insight",
+        id=insight.id,
+        kind="meta_insight",
+        tier=insight.tier,
+        secondary=False,
+        source=insight.id,
+        rule="meta_insight",
         text=f"The response conveys this overall insight about the {_topic(parent.topic)}: "
-             f"{_sentence(insight.statement)}",
+        f"{_sentence(insight.statement)}",
         snippets=tuple(insight.snippets or parent.snippets),
     )
 
@@ -737,8 +836,9 @@ def _member_text(member: str, topic: str) -> str:
 
 def _coverage_text(threshold: int, options: Sequence[str], topic: str) -> str:
     how_many = f"all {threshold}" if threshold == len(options) else f"at least {threshold}"
-    return (f"The response mentions {how_many} of the following {_topic(topic)}: "
-            f"{_members(options)}.")
+    return (
+        f"The response mentions {how_many} of the following {_topic(topic)}: {_members(options)}."
+    )
 
 
 def _step_text(step: str, topic: str) -> str:
@@ -748,6 +848,9 @@ def _step_text(step: str, topic: str) -> str:
 def _sequence_text(steps: Sequence[str], topic: str, *, every: bool) -> str:
     numbered = "; ".join(f"({k}) {step.rstrip('.')}" for k, step in enumerate(steps, 1))
     # Over the required steps only, optional ones may rightly sit between them.
-    which = "all of these steps in this order" if every else (
-        "these steps in this order (other steps may come between them)")
+    which = (
+        "all of these steps in this order"
+        if every
+        else ("these steps in this order (other steps may come between them)")
+    )
     return f"In describing the {_topic(topic)}, the response gives {which}: {numbered}."

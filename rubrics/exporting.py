@@ -115,7 +115,7 @@ def collect() -> Contents:
     ids = list(by_version)
     for start in range(0, len(ids), 500):
         rows = RubricCheck.objects.filter(
-            version_id__in=ids[start:start + 500], deleted_at__isnull=True
+            version_id__in=ids[start : start + 500], deleted_at__isnull=True
         ).order_by("version_id", "position", "id")
         for row in rows:
             by_version[row.version_id].checks.append(row)
@@ -127,8 +127,9 @@ def _name_images(entries: list[Entry]) -> None:
     """images/<source id>.<ext>; a source id that is no plain file name (slashes, spaces,
     accents), or that differs from another only in case (a clash on macOS and Windows), gets
     a slug and a short hash of itself instead, so names stay unique and stable."""
-    stems = {entry.question.image.source_id: _stem(entry.question.image.source_id)
-             for entry in entries}
+    stems = {
+        entry.question.image.source_id: _stem(entry.question.image.source_id) for entry in entries
+    }
     folded = Counter(stem.casefold() for stem in stems.values())
     for entry in entries:
         source_id = entry.question.image.source_id
@@ -152,7 +153,8 @@ def _suffix(entry: Entry) -> str:
     if not re.fullmatch(r"\.[a-z0-9]{1,8}", suffix):
         raise ExportError(
             f"the photo of {entry.question.image.source_id!r} is stored as "
-            f"{entry.question.image.file.name!r}, with no file extension to name it by")
+            f"{entry.question.image.file.name!r}, with no file extension to name it by"
+        )
     return suffix
 
 
@@ -178,8 +180,13 @@ def record(entry: Entry) -> dict[str, Any]:
 
 def _check(row: RubricCheck, snippets: dict[str, dict], source_id: str) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "id": row.check_id, "kind": row.kind, "tier": row.tier, "secondary": row.secondary,
-        "source": row.source, "origin": row.origin, "text": row.text,
+        "id": row.check_id,
+        "kind": row.kind,
+        "tier": row.tier,
+        "secondary": row.secondary,
+        "source": row.source,
+        "origin": row.origin,
+        "text": row.text,
         "snippets": [_snippet(sid, snippets, source_id, row.check_id) for sid in row.snippets],
     }
     if row.threshold is not None:
@@ -196,15 +203,23 @@ def _snippet(sid: str, snippets: dict[str, dict], source_id: str, check_id: str)
     if found is None:
         # Cannot happen for a validated meta-rubric; if it does, evidence would be lost
         # silently, so the export stops and says where.
-        raise ExportError(f"{source_id}: check {check_id} cites snippet {sid!r}, which its "
-                          "meta-rubric does not have")
-    return {"id": found["id"], "url": found["url"], "title": found.get("title", ""),
-            "text": found["text"]}
+        raise ExportError(
+            f"{source_id}: check {check_id} cites snippet {sid!r}, which its "
+            "meta-rubric does not have"
+        )
+    return {
+        "id": found["id"],
+        "url": found["url"],
+        "title": found.get("title", ""),
+        "text": found["text"],
+    }
 
 
 def _json_line(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True,
-                      separators=(",", ":")).encode() + b"\n"
+    return (
+        json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode()
+        + b"\n"
+    )
 
 
 # --- where it goes --------------------------------------------------------------------------
@@ -239,8 +254,9 @@ class ZipSink:
         info = zipfile.ZipInfo(name, date_time=ZIP_DATE)
         info.create_system = 3  # Unix, whatever the machine
         info.external_attr = 0o100644 << 16
-        info.compress_type = (zipfile.ZIP_STORED if name.startswith(f"{IMAGES_DIR}/")
-                              else zipfile.ZIP_DEFLATED)
+        info.compress_type = (
+            zipfile.ZIP_STORED if name.startswith(f"{IMAGES_DIR}/") else zipfile.ZIP_DEFLATED
+        )
         with self.archive.open(info, "w", force_zip64=True) as handle:
             yield handle
 
@@ -260,8 +276,9 @@ def _image_chunks(entry: Entry) -> Iterator[bytes]:
     try:
         handle = image.file.open("rb")
     except FileNotFoundError as exc:
-        raise ExportError(f"the photo of {image.source_id!r} is missing from storage "
-                          f"({image.file.name})") from exc
+        raise ExportError(
+            f"the photo of {image.source_id!r} is missing from storage ({image.file.name})"
+        ) from exc
     with handle:
         while chunk := handle.read(CHUNK):
             yield chunk
@@ -295,35 +312,44 @@ def _manifest(contents: Contents, files: dict[str, str]) -> dict[str, Any]:
             "questions": len(contents.entries),
             "checks": len(checks),
             "checks_per_tier": {tier: tiers[tier] for tier in TIERS},
-            "questions_per_rubric_stage": {stage.value: stages[stage.value]
-                                           for stage in STAGE_ORDER},
-            "left_out": {"dropped": contents.dropped,
-                         "without_rubric": contents.without_rubric},
+            "questions_per_rubric_stage": {
+                stage.value: stages[stage.value] for stage in STAGE_ORDER
+            },
+            "left_out": {"dropped": contents.dropped, "without_rubric": contents.without_rubric},
         },
         "files": {name: files[name] for name in sorted(files)},
         "content_hash": "sha256:" + hashlib.sha256(listing.encode()).hexdigest(),
     }
 
 
-def export(sink: Sink, *, contents: Contents | None = None,
-           progress: Progress | None = None) -> Manifest:
+def export(
+    sink: Sink, *, contents: Contents | None = None, progress: Progress | None = None
+) -> Manifest:
     """Write the whole export through `sink`, files in sorted name order (gamut.jsonl,
     images/..., manifest.json: the order a zip lists them in)."""
     contents = contents if contents is not None else collect()
-    files = {DATA_FILE: _write(sink, DATA_FILE,
-                               (_json_line(record(entry)) for entry in contents.entries))}
+    files = {
+        DATA_FILE: _write(
+            sink, DATA_FILE, (_json_line(record(entry)) for entry in contents.entries)
+        )
+    }
     ordered = sorted(contents.entries, key=lambda entry: entry.image_name)
-    for entry in (progress(ordered) if progress else ordered):
+    for entry in progress(ordered) if progress else ordered:
         files[entry.image_name] = _write(sink, entry.image_name, _image_chunks(entry))
     data = _manifest(contents, files)
-    manifest_bytes = json.dumps(data, ensure_ascii=False, sort_keys=True, indent=2,
-                                separators=(",", ": ")).encode() + b"\n"
+    manifest_bytes = (
+        json.dumps(
+            data, ensure_ascii=False, sort_keys=True, indent=2, separators=(",", ": ")
+        ).encode()
+        + b"\n"
+    )
     _write(sink, MANIFEST_FILE, [manifest_bytes])
     return Manifest(data)
 
 
-def export_to_folder(out_dir: Path, *, force: bool = False,
-                     progress: Progress | None = None) -> Manifest:
+def export_to_folder(
+    out_dir: Path, *, force: bool = False, progress: Progress | None = None
+) -> Manifest:
     """Write the export into out_dir, which must not exist or be empty unless force.
 
     Everything is written to a temporary folder beside out_dir and renamed into place at the
@@ -350,12 +376,14 @@ def _check_target(out_dir: Path, force: bool) -> None:
         if not force:
             raise ExportError(
                 f"{out_dir} is not empty; nothing was written. Give an empty or new folder, or "
-                "--force to replace an earlier export in it.")
+                "--force to replace an earlier export in it."
+            )
         # --force replaces an earlier export, never some other folder given by mistake.
         if not (out_dir / "manifest.json").is_file():
             raise ExportError(
                 f"{out_dir} holds no manifest.json, so it is not an earlier export; nothing "
-                "was written. --force only replaces an earlier export.")
+                "was written. --force only replaces an earlier export."
+            )
 
 
 def _make_readable(work: Path) -> None:

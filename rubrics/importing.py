@@ -103,8 +103,10 @@ def _stage_problem(stage: Any) -> str | None:
     if not isinstance(stage, str):
         return f"stage must be text, one of {', '.join(IMPORTABLE_STAGES)}"
     if stage in HUMAN_STAGES:
-        return (f"stage {stage!r} is a human round: those are made in the revision workspace, "
-                f"not imported (use one of {', '.join(IMPORTABLE_STAGES)})")
+        return (
+            f"stage {stage!r} is a human round: those are made in the revision workspace, "
+            f"not imported (use one of {', '.join(IMPORTABLE_STAGES)})"
+        )
     if stage not in IMPORTABLE_STAGES:
         return f"unknown stage {stage!r}; expected one of {', '.join(IMPORTABLE_STAGES)}"
     return None
@@ -118,8 +120,10 @@ def _line_problems(obj: Any) -> tuple[list[str], RubricEntry | None]:
     if not isinstance(obj, dict):
         return ["not a JSON object"], None
     problems = [f"missing field {name!r}" for name in REQUIRED if name not in obj]
-    problems += [f"unknown field {name!r}; a line has {', '.join(FIELDS)}"
-                 for name in sorted(set(obj) - set(FIELDS))]
+    problems += [
+        f"unknown field {name!r}; a line has {', '.join(FIELDS)}"
+        for name in sorted(set(obj) - set(FIELDS))
+    ]
     source_id = obj.get("source_id")
     if "source_id" in obj and (not isinstance(source_id, str) or not source_id.strip()):
         problems.append("source_id must be non-empty text")
@@ -131,9 +135,12 @@ def _line_problems(obj: Any) -> tuple[list[str], RubricEntry | None]:
         problems += _meta_problems(obj["meta_rubric"])
     if not isinstance(source_id, str) or not source_id.strip():
         return problems, None
-    return problems, RubricEntry(line=0, source_id=source_id.strip(),
-                                 stage="" if stage_problem else stage,
-                                 meta_document=obj.get("meta_rubric"))
+    return problems, RubricEntry(
+        line=0,
+        source_id=source_id.strip(),
+        stage="" if stage_problem else stage,
+        meta_document=obj.get("meta_rubric"),
+    )
 
 
 def _parse_lines(
@@ -160,7 +167,8 @@ def _parse_lines(
             earlier = first_line_of.setdefault(key, number)
             if earlier != number:
                 report.messages.append(
-                    f"source_id {key[0]!r} with stage {key[1]!r} repeats line {earlier}")
+                    f"source_id {key[0]!r} with stage {key[1]!r} repeats line {earlier}"
+                )
         if entry is not None:
             entry.line = number
             checkable.append(entry)
@@ -192,14 +200,19 @@ def _database_problems(entries: list[RubricEntry]) -> dict[int, list[str]]:
     source_ids = sorted({entry.source_id for entry in entries})
     # In chunks: SQLite refuses a query with more than 32,766 parameters.
     for start in range(0, len(source_ids), CHUNK):
-        found = list(Image.objects.filter(source_id__in=source_ids[start:start + CHUNK])
-                     .select_related("question"))
+        found = list(
+            Image.objects.filter(source_id__in=source_ids[start : start + CHUNK]).select_related(
+                "question"
+            )
+        )
         images.update((image.source_id, image) for image in found)
-        question_ids = [image.question.pk for image in found
-                        if getattr(image, "question", None) is not None]
+        question_ids = [
+            image.question.pk for image in found if getattr(image, "question", None) is not None
+        ]
         for question_id, stage, frozen_at in (
             RubricVersion.objects.filter(rubric__question_id__in=question_ids)
-            .order_by("id").values_list("rubric__question_id", "stage", "frozen_at")
+            .order_by("id")
+            .values_list("rubric__question_id", "stage", "frozen_at")
         ):
             versions.setdefault(question_id, []).append((stage, frozen_at is not None))
 
@@ -226,8 +239,10 @@ def _question_problem(source_id: str, image: Image | None) -> str | None:
         return f"image {source_id!r} has no final question yet, so it can have no rubric"
     if question.dropped_at is not None:
         reason = f" ({question.drop_reason})" if question.drop_reason else ""
-        return (f"the question of {source_id!r} is dropped{reason}; an admin must restore it "
-                "before its rubric can change")
+        return (
+            f"the question of {source_id!r} is dropped{reason}; an admin must restore it "
+            "before its rubric can change"
+        )
     return None
 
 
@@ -242,13 +257,17 @@ def _version_problem(entry: RubricEntry, existing: list[tuple[str, bool]]) -> st
     if entry.stage in stages:
         return f"the rubric of {entry.source_id!r} already has a version of stage {entry.stage}"
     if existing and not existing[-1][1]:
-        return (f"the rubric of {entry.source_id!r} is in a human round ({existing[-1][0]}) "
-                "that is not complete; import after the round is complete")
+        return (
+            f"the rubric of {entry.source_id!r} is in a human round ({existing[-1][0]}) "
+            "that is not complete; import after the round is complete"
+        )
     rank = STAGE_ORDER.index(Stage(entry.stage))
     later = [stage for stage in stages if STAGE_ORDER.index(Stage(stage)) > rank]
     if later:
-        return (f"stage {entry.stage!r} comes before the rubric's {later[-1]} version of "
-                f"{entry.source_id!r}; a new version must come after the latest one")
+        return (
+            f"stage {entry.stage!r} comes before the rubric's {later[-1]} version of "
+            f"{entry.source_id!r}; a new version must come after the latest one"
+        )
     return None
 
 
@@ -264,8 +283,7 @@ def _raise_if_any(reports: dict[int, _LineReport]) -> None:
         )
 
 
-def rubrics_parse(lines: Iterable[str], *, progress: Progress = _no_progress
-                  ) -> list[RubricEntry]:
+def rubrics_parse(lines: Iterable[str], *, progress: Progress = _no_progress) -> list[RubricEntry]:
     """Validate every line; raise RubricImportProblems listing every problem of every bad line,
     or return the entries ready for rubrics_import."""
     entries, checkable, reports = _parse_lines(lines, progress)
@@ -284,12 +302,14 @@ def _write_order(entries: list[RubricEntry]) -> list[RubricEntry]:
     first_line: dict[str, int] = {}
     for entry in entries:
         first_line.setdefault(entry.source_id, entry.line)
-    return sorted(entries, key=lambda e: (first_line[e.source_id],
-                                          STAGE_ORDER.index(Stage(e.stage)), e.line))
+    return sorted(
+        entries, key=lambda e: (first_line[e.source_id], STAGE_ORDER.index(Stage(e.stage)), e.line)
+    )
 
 
-def rubrics_import(entries: list[RubricEntry], *, file_name: str,
-                   progress: Progress = _no_progress) -> list[ImportedVersion]:
+def rubrics_import(
+    entries: list[RubricEntry], *, file_name: str, progress: Progress = _no_progress
+) -> list[ImportedVersion]:
     """Write validated entries in one transaction: every version, or none."""
     now = timezone.now()
     imported: list[ImportedVersion] = []
@@ -297,20 +317,28 @@ def rubrics_import(entries: list[RubricEntry], *, file_name: str,
         # Checked again under the transaction: the database may have moved since rubrics_parse.
         again = _database_problems(entries)
         if again:
-            _raise_if_any({number: _LineReport(number, messages)
-                           for number, messages in again.items()})
+            _raise_if_any(
+                {number: _LineReport(number, messages) for number, messages in again.items()}
+            )
         for entry in progress(_write_order(entries)):
             assert entry.question is not None
             version = services.rubric_version_create(
-                question=entry.question, meta_document=entry.meta_document, stage=entry.stage,
-                made_by_model=MADE_BY_MODEL, now=now,
+                question=entry.question,
+                meta_document=entry.meta_document,
+                stage=entry.stage,
+                made_by_model=MADE_BY_MODEL,
+                now=now,
             )
-            imported.append(ImportedVersion(entry.source_id, entry.stage, version,
-                                            version.checks.count()))
+            imported.append(
+                ImportedVersion(entry.source_id, entry.stage, version, version.checks.count())
+            )
         AuditEvent.objects.create(
             action="rubrics.import",
-            data={"file": file_name, "versions": len(imported),
-                  "rubrics": len({i.source_id for i in imported})},
+            data={
+                "file": file_name,
+                "versions": len(imported),
+                "rubrics": len({i.source_id for i in imported}),
+            },
             at=now,
         )
     return imported

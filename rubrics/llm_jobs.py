@@ -92,37 +92,45 @@ def snippets_from_grounding(found: GroundedResult, *, first: int = 1) -> list[di
             if not uri or (text, uri) in seen:
                 continue
             seen.add((text, uri))
-            snippets.append({"id": f"s{first + len(snippets)}", "url": uri, "title": title,
-                             "text": text})
+            snippets.append(
+                {"id": f"s{first + len(snippets)}", "url": uri, "title": title, "text": text}
+            )
     return snippets
 
 
 VERIFIED, UNSUPPORTED, UNREACHABLE = "verified", "unsupported", "unreachable"
 # One verdict a line ("s3: unsupported - reason", also with list marks or bold); [^\w\n]
 # rather than \W, so that a match never runs into the next line.
-_VERDICT = re.compile(r"^[^\w\n]*(?P<id>[A-Za-z0-9_-]+)[^\w\n]*[:\-][^\w\n]*"
-                      r"(?P<verdict>verified|unsupported|unreachable)\b[^\w\n]*(?P<reason>.*)$",
-                      re.IGNORECASE | re.MULTILINE)
+_VERDICT = re.compile(
+    r"^[^\w\n]*(?P<id>[A-Za-z0-9_-]+)[^\w\n]*[:\-][^\w\n]*"
+    r"(?P<verdict>verified|unsupported|unreachable)\b[^\w\n]*(?P<reason>.*)$",
+    re.IGNORECASE | re.MULTILINE,
+)
 
 
 def audit_verdicts(snippets: list[dict[str, str]], audit: GroundedResult) -> dict[str, dict]:
     """Each snippet's status: unreachable when the URL context tool could not retrieve its
     address (the tool's metadata outranks the model's words); otherwise the model's verdict;
     a snippet the model did not judge counts as unsupported (nothing confirmed it)."""
-    said = {m["id"]: (m["verdict"].lower(), m["reason"].strip())
-            for m in _VERDICT.finditer(audit.text)}
+    said = {
+        m["id"]: (m["verdict"].lower(), m["reason"].strip()) for m in _VERDICT.finditer(audit.text)
+    }
     failed = {url for url, status in audit.url_statuses if not status.endswith("SUCCESS")}
     verdicts: dict[str, dict] = {}
     for snippet in snippets:
         if snippet["url"] in failed:
-            verdicts[snippet["id"]] = {"status": UNREACHABLE,
-                                       "reason": "the URL context tool could not retrieve it"}
+            verdicts[snippet["id"]] = {
+                "status": UNREACHABLE,
+                "reason": "the URL context tool could not retrieve it",
+            }
         elif snippet["id"] in said:
             status, reason = said[snippet["id"]]
             verdicts[snippet["id"]] = {"status": status, "reason": reason}
         else:
-            verdicts[snippet["id"]] = {"status": UNSUPPORTED,
-                                       "reason": "not confirmed by the audit"}
+            verdicts[snippet["id"]] = {
+                "status": UNSUPPORTED,
+                "reason": "not confirmed by the audit",
+            }
     return verdicts
 
 
@@ -147,29 +155,41 @@ class _Subject:
 
 
 def _existing(question_id: int, stage: str) -> int | None:
-    return (RubricVersion.objects.filter(rubric__question_id=question_id, stage=stage)
-            .values_list("pk", flat=True).first())
+    return (
+        RubricVersion.objects.filter(rubric__question_id=question_id, stage=stage)
+        .values_list("pk", flat=True)
+        .first()
+    )
 
 
 def _load(question_id: int, stage: str, input_stage: str | None = None) -> _Subject:
     question = FinalQuestion.objects.select_related("image").get(pk=question_id)
-    subject = _Subject(question_id, question.text, question.image.entity,
-                       _existing(question_id, stage))
+    subject = _Subject(
+        question_id, question.text, question.image.entity, _existing(question_id, stage)
+    )
     if input_stage is None or subject.done_version is not None:
         return subject
-    source = RubricVersion.objects.filter(rubric__question_id=question_id, stage=input_stage,
-                                          frozen_at__isnull=False).first()
+    source = RubricVersion.objects.filter(
+        rubric__question_id=question_id, stage=input_stage, frozen_at__isnull=False
+    ).first()
     if source is None:
         raise ItemFailed(f"the rubric has no frozen {input_stage} version to refine")
     checks = deleted = None
     if source.is_human:
         rows = list(source.checks.order_by("position"))
-        checks = [{"id": r.check_id, "tier": r.tier, "origin": r.origin, "text": r.text}
-                  for r in rows if r.deleted_at is None]
-        deleted = [{"id": r.check_id, "tier": r.tier, "text": r.text,
-                    "reason": r.delete_reason} for r in rows if r.deleted_at is not None]
-    return _Subject(question_id, question.text, question.image.entity, None,
-                    source.meta_rubric, checks, deleted)
+        checks = [
+            {"id": r.check_id, "tier": r.tier, "origin": r.origin, "text": r.text}
+            for r in rows
+            if r.deleted_at is None
+        ]
+        deleted = [
+            {"id": r.check_id, "tier": r.tier, "text": r.text, "reason": r.delete_reason}
+            for r in rows
+            if r.deleted_at is not None
+        ]
+    return _Subject(
+        question_id, question.text, question.image.entity, None, source.meta_rubric, checks, deleted
+    )
 
 
 def _store(question_id: int, document: dict[str, Any], stage: str, model: str) -> int:
@@ -178,8 +198,9 @@ def _store(question_id: int, document: dict[str, Any], stage: str, model: str) -
     if existing is not None:
         return existing
     question = FinalQuestion.objects.get(pk=question_id)
-    return rubric_version_create(question=question, meta_document=document, stage=stage,
-                                 made_by_model=model).pk
+    return rubric_version_create(
+        question=question, meta_document=document, stage=stage, made_by_model=model
+    ).pk
 
 
 def _model(name: str) -> LLMModel:
@@ -198,30 +219,54 @@ def _snippet_lines(snippets: list[dict[str, str]]) -> str:
     return "\n".join(f"[{s['id']}] {s['title']} <{s['url']}>: {s['text']}" for s in snippets)
 
 
-async def _grounded(gateway: Gateway, model: LLMModel, template: str, tools: tuple[str, ...],
-                    calls: list[CallResult], **values: Any) -> GroundedResult:
+async def _grounded(
+    gateway: Gateway,
+    model: LLMModel,
+    template: str,
+    tools: tuple[str, ...],
+    calls: list[CallResult],
+    **values: Any,
+) -> GroundedResult:
     prompt = load_prompt(template)
     context = current_item.get()
     found = await gateway.call_grounded(
-        model, prompt=[prompt.render(**values)], tools=tools, stage=template,
-        template_name=prompt.name, template_version=str(prompt.version),
-        fresh=bool(context.params.get("fresh")), job_id=context.job_id)
+        model,
+        prompt=[prompt.render(**values)],
+        tools=tools,
+        stage=template,
+        template_name=prompt.name,
+        template_version=str(prompt.version),
+        fresh=bool(context.params.get("fresh")),
+        job_id=context.job_id,
+    )
     calls.append(found.call)
     if not found.ok:
-        raise ItemFailed(f"{template} call failed ({found.call.outcome}): {found.call.error}",
-                         *calls)
+        raise ItemFailed(
+            f"{template} call failed ({found.call.outcome}): {found.call.error}", *calls
+        )
     return found
 
 
-async def _structured(gateway: Gateway, model: LLMModel, template: str,
-                      schema: type[BaseModel], calls: list[CallResult],
-                      **values: Any) -> BaseModel:
+async def _structured(
+    gateway: Gateway,
+    model: LLMModel,
+    template: str,
+    schema: type[BaseModel],
+    calls: list[CallResult],
+    **values: Any,
+) -> BaseModel:
     prompt = load_prompt(template)
     context = current_item.get()
     result = await gateway.call_structured(
-        model, prompt=[prompt.render(**values)], schema=schema, stage=template,
-        template_name=prompt.name, template_version=str(prompt.version),
-        fresh=bool(context.params.get("fresh")), job_id=context.job_id)
+        model,
+        prompt=[prompt.render(**values)],
+        schema=schema,
+        stage=template,
+        template_name=prompt.name,
+        template_version=str(prompt.version),
+        fresh=bool(context.params.get("fresh")),
+        job_id=context.job_id,
+    )
     calls.append(result)
     if not result.ok or result.output is None:
         # The gateway already spent its one repair on an output that did not fit the schema.
@@ -230,20 +275,26 @@ async def _structured(gateway: Gateway, model: LLMModel, template: str,
 
 
 def _document(subject: _Subject, snippets: list[dict[str, str]], items: list[Any]) -> dict:
-    return {"schema_version": compiler.SCHEMA_VERSION, "question": subject.question,
-            "entity": subject.entity, "snippets": snippets,
-            "items": [item.model_dump(mode="json", exclude_defaults=False) for item in items]}
+    return {
+        "schema_version": compiler.SCHEMA_VERSION,
+        "question": subject.question,
+        "entity": subject.entity,
+        "snippets": snippets,
+        "items": [item.model_dump(mode="json", exclude_defaults=False) for item in items],
+    }
 
 
-async def _save(subject: _Subject, document: dict, stage: str, model: LLMModel,
-                calls: list[CallResult]) -> int:
+async def _save(
+    subject: _Subject, document: dict, stage: str, model: LLMModel, calls: list[CallResult]
+) -> int:
     try:
         return await sync_to_async(_store)(subject.question_id, document, stage, model.name)
     except compiler.MetaRubricInvalid as invalid:
         # Shape errors were repaired by the gateway; these are the compiler's own rules
         # (unknown snippet ids, duplicate ids, thresholds): the item fails with each of them.
-        raise ItemFailed(f"the meta-rubric does not compile:\n{invalid}", *calls,
-                         raw_output=_json(document)) from invalid
+        raise ItemFailed(
+            f"the meta-rubric does not compile:\n{invalid}", *calls, raw_output=_json(document)
+        ) from invalid
 
 
 async def build(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[str, Any]:
@@ -253,29 +304,50 @@ async def build(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
         return {"version_id": subject.done_version, "skipped": "the rubric has a draft already"}
     model = await sync_to_async(_model)(current_item.get().params["model"])
     calls: list[CallResult] = []
-    found = await _grounded(gateway, model, "rubric_evidence", ("google_search",), calls,
-                            question=subject.question, entity=subject.entity)
+    found = await _grounded(
+        gateway,
+        model,
+        "rubric_evidence",
+        ("google_search",),
+        calls,
+        question=subject.question,
+        entity=subject.entity,
+    )
     snippets = snippets_from_grounding(found)
     if not snippets:
         raise ItemFailed("the search found no grounded evidence (no grounding supports)", *calls)
-    layout = await _structured(gateway, model, "rubric_layout", LayoutReply, calls,
-                               question=subject.question, entity=subject.entity,
-                               snippets=_snippet_lines(snippets))
+    layout = await _structured(
+        gateway,
+        model,
+        "rubric_layout",
+        LayoutReply,
+        calls,
+        question=subject.question,
+        entity=subject.entity,
+        snippets=_snippet_lines(snippets),
+    )
     assert isinstance(layout, LayoutReply)
     document = _document(subject, snippets, layout.items)
     version_id = await _save(subject, document, Stage.LLM_DRAFT, model, calls)
-    return ItemResult.of_calls({"version_id": version_id, "snippets": len(snippets),
-                                "items": len(layout.items)}, *calls)
+    return ItemResult.of_calls(
+        {"version_id": version_id, "snippets": len(snippets), "items": len(layout.items)}, *calls
+    )
 
 
 def _human_edits(subject: _Subject) -> str:
     if subject.human_checks is None:
         return ""
     return load_prompt("rubric_human_edits").render(
-        checks="\n".join(f"- {c['id']} [{c['tier']}, {c['origin']}] {c['text']}"
-                         for c in subject.human_checks) or "(none)",
-        deleted="\n".join(f"- {c['id']} [{c['tier']}] {c['text']} -- reason: {c['reason']}"
-                          for c in subject.human_deleted or []) or "(none)")
+        checks="\n".join(
+            f"- {c['id']} [{c['tier']}, {c['origin']}] {c['text']}" for c in subject.human_checks
+        )
+        or "(none)",
+        deleted="\n".join(
+            f"- {c['id']} [{c['tier']}] {c['text']} -- reason: {c['reason']}"
+            for c in subject.human_deleted or []
+        )
+        or "(none)",
+    )
 
 
 def _unaccounted(input_meta: dict[str, Any], reply: RebuildReply) -> list[str]:
@@ -297,15 +369,30 @@ async def refine(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict
     model = await sync_to_async(_model)(current_item.get().params["model"])
     calls: list[CallResult] = []
     old_snippets: list[dict[str, str]] = list(subject.input_meta.get("snippets", []))
-    audit = await _grounded(gateway, model, "rubric_audit", ("url_context",), calls,
-                            question=subject.question, entity=subject.entity,
-                            snippets=_snippet_lines(old_snippets),
-                            meta_rubric=_json(subject.input_meta.get("items", [])))
+    audit = await _grounded(
+        gateway,
+        model,
+        "rubric_audit",
+        ("url_context",),
+        calls,
+        question=subject.question,
+        entity=subject.entity,
+        snippets=_snippet_lines(old_snippets),
+        meta_rubric=_json(subject.input_meta.get("items", [])),
+    )
     verdicts = audit_verdicts(old_snippets, audit)
     # The round is in the prompt, so that round 2 searches anew instead of being answered
     # from round 1's cached search (a retried item still gets its own round's cache).
-    research = await _grounded(gateway, model, "rubric_research", ("google_search",), calls,
-                               question=subject.question, entity=subject.entity, round=round_)
+    research = await _grounded(
+        gateway,
+        model,
+        "rubric_research",
+        ("google_search",),
+        calls,
+        question=subject.question,
+        entity=subject.entity,
+        round=round_,
+    )
     # New ids continue after the input's, so an old citation never changes meaning.
     numbers = [int(s["id"][1:]) for s in old_snippets if re.fullmatch(r"s\d+", s["id"])]
     new_snippets = snippets_from_grounding(research, first=max(numbers, default=0) + 1)
@@ -314,22 +401,36 @@ async def refine(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict
     audit_lines = "\n".join(f"{sid}: {v['status']} - {v['reason']}" for sid, v in verdicts.items())
     partial = _partial_coverage(audit.text)
     rebuilt = await _structured(
-        gateway, model, "rubric_rebuild", RebuildReply, calls,
-        question=subject.question, entity=subject.entity,
+        gateway,
+        model,
+        "rubric_rebuild",
+        RebuildReply,
+        calls,
+        question=subject.question,
+        entity=subject.entity,
         meta_rubric=_json(subject.input_meta.get("items", [])),
         audit=audit_lines + (f"\nPartial coverage:\n{partial}" if partial else ""),
-        snippets=_snippet_lines(usable), human_edits=_human_edits(subject))
+        snippets=_snippet_lines(usable),
+        human_edits=_human_edits(subject),
+    )
     assert isinstance(rebuilt, RebuildReply)
     lost = _unaccounted(subject.input_meta, rebuilt)
     if lost:
-        raise ItemFailed("the rebuild dropped input items without a recorded reason: "
-                         + ", ".join(lost), *calls)
+        raise ItemFailed(
+            "the rebuild dropped input items without a recorded reason: " + ", ".join(lost), *calls
+        )
     document = _document(subject, usable, rebuilt.items)
     version_id = await _save(subject, document, stage, model, calls)
-    return ItemResult.of_calls({
-        "version_id": version_id, "audit": verdicts, "partial_coverage": partial,
-        "new_snippets": len(new_snippets), "dropped": [d.model_dump() for d in rebuilt.dropped],
-    }, *calls)
+    return ItemResult.of_calls(
+        {
+            "version_id": version_id,
+            "audit": verdicts,
+            "partial_coverage": partial,
+            "new_snippets": len(new_snippets),
+            "dropped": [d.model_dump() for d in rebuilt.dropped],
+        },
+        *calls,
+    )
 
 
 register_kind(BUILD, build, chunk_size=5, concurrency=4)
@@ -345,8 +446,9 @@ def rubric_model() -> LLMModel:
     Gemini model (the grounded calls need Gemini's tools)."""
     name = getattr(settings, "LLM_MODEL_RUBRICS", "")
     if not name:
-        raise JobError("No model is configured for rubrics: set LLM_MODEL_RUBRICS to the name "
-                       "of an LLM model.")
+        raise JobError(
+            "No model is configured for rubrics: set LLM_MODEL_RUBRICS to the name of an LLM model."
+        )
     model = LLMModel.objects.filter(name=name).first()
     if model is None:
         raise JobError(f"LLM_MODEL_RUBRICS names {name!r}, but no LLM model has that name.")
@@ -364,8 +466,9 @@ def _live_questions(question_ids: list[int] | None):
 
 def eligible_for_build(question_ids: list[int] | None = None) -> list[int]:
     with_versions = Rubric.objects.filter(versions__isnull=False).values("question_id")
-    return list(_live_questions(question_ids).exclude(pk__in=with_versions)
-                .values_list("pk", flat=True))
+    return list(
+        _live_questions(question_ids).exclude(pk__in=with_versions).values_list("pk", flat=True)
+    )
 
 
 def eligible_for_refine(round_: int, question_ids: list[int] | None = None) -> list[int]:
@@ -376,39 +479,59 @@ def eligible_for_refine(round_: int, question_ids: list[int] | None = None) -> l
             ok = latest is not None and latest.stage == Stage.LLM_DRAFT
         else:
             latest = final_version(rubric)
-            ok = (latest is not None and latest.stage == Stage.HUMAN_1
-                  and not rubric.versions.filter(frozen_at__isnull=True).exists())
+            ok = (
+                latest is not None
+                and latest.stage == Stage.HUMAN_1
+                and not rubric.versions.filter(frozen_at__isnull=True).exists()
+            )
         if ok:
             eligible.append(rubric.question_id)
     return sorted(eligible)
 
 
-def _launch(kind: str, ids: list[int], user: Any, params: dict[str, Any],
-            payload: dict[str, Any]) -> Job:
+def _launch(
+    kind: str, ids: list[int], user: Any, params: dict[str, Any], payload: dict[str, Any]
+) -> Job:
     if not ids:
         raise JobError("No eligible question for this job.")
-    return job_launch(kind=kind, items=[(f"q{qid}", {"question_id": qid, **payload})
-                                        for qid in ids], params=params, user=user)
+    return job_launch(
+        kind=kind,
+        items=[(f"q{qid}", {"question_id": qid, **payload}) for qid in ids],
+        params=params,
+        user=user,
+    )
 
 
-def rubric_build_launch(*, user: Any, question_ids: list[int] | None = None,
-                        fresh: bool = False) -> Job:
+def rubric_build_launch(
+    *, user: Any, question_ids: list[int] | None = None, fresh: bool = False
+) -> Job:
     """Build rubrics for the live final questions that have none (or those of `question_ids`
     that qualify)."""
     model = rubric_model()
-    return _launch(BUILD, eligible_for_build(question_ids), user,
-                   {"model": model.name, "fresh": fresh}, {})
+    return _launch(
+        BUILD, eligible_for_build(question_ids), user, {"model": model.name, "fresh": fresh}, {}
+    )
 
 
-def rubric_refine_launch(*, user: Any, round: int,  # noqa: A002 (the method's word)
-                         question_ids: list[int] | None = None, fresh: bool = False) -> Job:
+def rubric_refine_launch(
+    *,
+    user: Any,
+    round: int,  # noqa: A002 (the method's word)
+    question_ids: list[int] | None = None,
+    fresh: bool = False,
+) -> Job:
     """Refinement round 1 (rubrics whose latest version is the draft) or 2 (rubrics whose
     latest frozen version is human_1)."""
     if round not in REFINED_STAGE:
         raise JobError(f"round must be 1 or 2, not {round!r}")
     model = rubric_model()
-    return _launch(REFINE, eligible_for_refine(round, question_ids), user,
-                   {"model": model.name, "round": round, "fresh": fresh}, {"round": round})
+    return _launch(
+        REFINE,
+        eligible_for_refine(round, question_ids),
+        user,
+        {"model": model.name, "round": round, "fresh": fresh},
+        {"round": round},
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -416,14 +539,19 @@ def rubric_refine_launch(*, user: Any, round: int,  # noqa: A002 (the method's w
 
 
 def _resolve_questions(source_ids: Sequence[str]) -> tuple[dict[str, int], list[str]]:
-    found = dict(_live_questions(None).filter(image__source_id__in=source_ids)
-                 .values_list("image__source_id", "pk"))
+    found = dict(
+        _live_questions(None)
+        .filter(image__source_id__in=source_ids)
+        .values_list("image__source_id", "pk")
+    )
     return found, [s for s in source_ids if s not in found]
 
 
 # The rubric stages' filter states: the stage of the rubric's latest version, or none yet.
-RUBRIC_STATES = (("none", "no rubric yet"),
-                 *((stage.value, f"latest version: {stage.label}") for stage in STAGE_ORDER))
+RUBRIC_STATES = (
+    ("none", "no rubric yet"),
+    *((stage.value, f"latest version: {stage.label}") for stage in STAGE_ORDER),
+)
 
 
 def select_questions(*, domain: str | None = None, state: str | None = None) -> list[int]:
@@ -442,17 +570,35 @@ def select_questions(*, domain: str | None = None, state: str | None = None) -> 
 
 
 register_launcher(
-    "build", label="Build rubrics (A.3)", kind=BUILD, order=30, scope_noun="questions",
+    "build",
+    label="Build rubrics (A.3)",
+    kind=BUILD,
+    order=30,
+    scope_noun="questions",
     launch=lambda *, user, ids=None: rubric_build_launch(user=user, question_ids=ids),
     eligible=lambda ids=None: len(eligible_for_build(ids)),
-    resolve=_resolve_questions, model=rubric_model, calls_per_item=2,
-    select=select_questions, domains=image_domains, states=RUBRIC_STATES)
+    resolve=_resolve_questions,
+    model=rubric_model,
+    calls_per_item=2,
+    select=select_questions,
+    domains=image_domains,
+    states=RUBRIC_STATES,
+)
 for _round in REFINED_STAGE:
     register_launcher(
-        f"refine{_round}", label=f"Refine, round {_round} (A.4)", kind=REFINE,
-        order=40 + _round, scope_noun="questions",
+        f"refine{_round}",
+        label=f"Refine, round {_round} (A.4)",
+        kind=REFINE,
+        order=40 + _round,
+        scope_noun="questions",
         launch=lambda *, user, ids=None, round_=_round: rubric_refine_launch(
-            user=user, round=round_, question_ids=ids),
+            user=user, round=round_, question_ids=ids
+        ),
         eligible=lambda ids=None, round_=_round: len(eligible_for_refine(round_, ids)),
-        resolve=_resolve_questions, model=rubric_model, calls_per_item=3,
-        select=select_questions, domains=image_domains, states=RUBRIC_STATES)
+        resolve=_resolve_questions,
+        model=rubric_model,
+        calls_per_item=3,
+        select=select_questions,
+        domains=image_domains,
+        states=RUBRIC_STATES,
+    )

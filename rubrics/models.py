@@ -24,7 +24,11 @@ class Stage(models.TextChoices):
 
 
 STAGE_ORDER = [
-    Stage.IMPORTED, Stage.LLM_DRAFT, Stage.LLM_REFINED_1, Stage.HUMAN_1, Stage.LLM_REFINED_2,
+    Stage.IMPORTED,
+    Stage.LLM_DRAFT,
+    Stage.LLM_REFINED_1,
+    Stage.HUMAN_1,
+    Stage.LLM_REFINED_2,
     Stage.HUMAN_2,
 ]
 HUMAN_STAGES = (Stage.HUMAN_1, Stage.HUMAN_2)
@@ -48,8 +52,9 @@ class Rubric(models.Model):
 
 class RubricVersionQuerySet(models.QuerySet):
     def latest_per_rubric(self) -> RubricVersionQuerySet:
-        newer = RubricVersion.objects.filter(rubric=models.OuterRef("rubric"),
-                                             pk__gt=models.OuterRef("pk"))
+        newer = RubricVersion.objects.filter(
+            rubric=models.OuterRef("rubric"), pk__gt=models.OuterRef("pk")
+        )
         return self.filter(~models.Exists(newer))
 
 
@@ -61,7 +66,10 @@ class RubricVersion(models.Model):
     )
     meta_rubric = models.JSONField()
     made_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
         related_name="+",
     )
     made_by_model = models.CharField(max_length=200, blank=True)  # an LLM, or "import"
@@ -154,9 +162,7 @@ class CheckEdit(models.Model):
 class RevisionClaim(models.Model):
     """One reviser per rubric per human round, for a while."""
 
-    version = models.OneToOneField(
-        RubricVersion, on_delete=models.CASCADE, related_name="claim"
-    )
+    version = models.OneToOneField(RubricVersion, on_delete=models.CASCADE, related_name="claim")
     reviser = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
     expires_at = models.DateTimeField()
 

@@ -47,7 +47,8 @@ class Stale(Conflict):
     def __init__(self, current: int):
         super().__init__(
             "Someone else changed this rubric since you loaded it: the current version is "
-            "shown, and your change was not saved.", None
+            "shown, and your change was not saved.",
+            None,
         )
         self.current = current
 
@@ -62,9 +63,17 @@ def is_reviser(user) -> bool:
 def _check_rows(version: RubricVersion, checks: list[compiler.Check]) -> list[RubricCheck]:
     return [
         RubricCheck(
-            version=version, position=position, check_id=check.id, kind=check.kind,
-            tier=check.tier, secondary=check.secondary, source=check.source, rule=check.rule,
-            origin=Origin.COMPILED, text=check.text, snippets=list(check.snippets),
+            version=version,
+            position=position,
+            check_id=check.id,
+            kind=check.kind,
+            tier=check.tier,
+            secondary=check.secondary,
+            source=check.source,
+            rule=check.rule,
+            origin=Origin.COMPILED,
+            text=check.text,
+            snippets=list(check.snippets),
             threshold=check.threshold,
             options=list(check.options) if check.options is not None else None,
             steps=list(check.steps) if check.steps is not None else None,
@@ -106,9 +115,14 @@ def rubric_version_create(
         # The latest version is the one in use: an earlier stage made now would replace it.
         raise Conflict(f"This rubric has a later version ({', '.join(later)}) than {stage}.")
     version = RubricVersion.objects.create(
-        rubric=rubric, stage=stage, parent=rubric.versions.order_by("-id").first(),
-        meta_rubric=meta.model_dump(mode="json"), made_by=made_by,
-        made_by_model=made_by_model, created_at=now, frozen_at=now,
+        rubric=rubric,
+        stage=stage,
+        parent=rubric.versions.order_by("-id").first(),
+        meta_rubric=meta.model_dump(mode="json"),
+        made_by=made_by,
+        made_by_model=made_by_model,
+        created_at=now,
+        frozen_at=now,
     )
     RubricCheck.objects.bulk_create(_check_rows(version, checks))
     return version
@@ -122,17 +136,25 @@ def final_version(rubric: Rubric) -> RubricVersion | None:
 
 def final_version_ids() -> QuerySet[Any, Any]:
     """final_version of every rubric, as a subquery of version ids (for `__in` filters)."""
-    return (RubricVersion.objects.filter(frozen_at__isnull=False).values("rubric_id")
-            .annotate(last=Max("id")).values("last").order_by())
+    return (
+        RubricVersion.objects.filter(frozen_at__isnull=False)
+        .values("rubric_id")
+        .annotate(last=Max("id"))
+        .values("last")
+        .order_by()
+    )
 
 
 def final_versions_of(question_ids: Sequence[int]) -> dict[int, int]:
     """final_version of these questions' rubrics in one query: {question id: version id}
     (a question without a frozen version is left out)."""
-    rows = (RubricVersion.objects.filter(rubric__question_id__in=question_ids,
-                                         frozen_at__isnull=False)
-            .values("rubric__question_id").annotate(last=Max("id"))
-            .values_list("rubric__question_id", "last").order_by())
+    rows = (
+        RubricVersion.objects.filter(rubric__question_id__in=question_ids, frozen_at__isnull=False)
+        .values("rubric__question_id")
+        .annotate(last=Max("id"))
+        .values_list("rubric__question_id", "last")
+        .order_by()
+    )
     return dict(rows)
 
 
@@ -159,9 +181,11 @@ def waiting_versions(*, now: datetime) -> RubricVersionQuerySet:
     return (
         RubricVersion.objects.latest_per_rubric()
         .filter(rubric__question__dropped_at__isnull=True)
-        .filter(Q(frozen_at__isnull=True, claim__isnull=True)
-                | Q(frozen_at__isnull=True, claim__expires_at__lte=now)
-                | Q(frozen_at__isnull=False, stage__in=list(HUMAN_ROUND_AFTER)))
+        .filter(
+            Q(frozen_at__isnull=True, claim__isnull=True)
+            | Q(frozen_at__isnull=True, claim__expires_at__lte=now)
+            | Q(frozen_at__isnull=False, stage__in=list(HUMAN_ROUND_AFTER))
+        )
         .select_related("rubric__question__image", "claim")
         .defer("meta_rubric")
         .order_by("rubric_id")
@@ -171,8 +195,10 @@ def waiting_versions(*, now: datetime) -> RubricVersionQuerySet:
 def revision_queue(*, now: datetime | None = None) -> list[tuple[Rubric, str]]:
     """(rubric, human stage) for every rubric that a reviser could take now."""
     now = now or timezone.now()
-    return [(v.rubric, v.stage if v.frozen_at is None else HUMAN_ROUND_AFTER[v.stage])
-            for v in waiting_versions(now=now)]
+    return [
+        (v.rubric, v.stage if v.frozen_at is None else HUMAN_ROUND_AFTER[v.stage])
+        for v in waiting_versions(now=now)
+    ]
 
 
 def revision_claim(*, user, now: datetime | None = None) -> RubricVersion | None:
@@ -184,9 +210,11 @@ def revision_claim(*, user, now: datetime | None = None) -> RubricVersion | None
     expires_at = now + settings.REVIEW_LEASE
     with transaction.atomic():
         held = (
-            RevisionClaim.objects.filter(reviser=user, expires_at__gt=now,
-                                         version__frozen_at__isnull=True)
-            .select_related("version").first()
+            RevisionClaim.objects.filter(
+                reviser=user, expires_at__gt=now, version__frozen_at__isnull=True
+            )
+            .select_related("version")
+            .first()
         )
         if held is not None and RevisionClaim.objects.filter(pk=held.pk).update(
             expires_at=expires_at
@@ -203,8 +231,9 @@ def revision_claim(*, user, now: datetime | None = None) -> RubricVersion | None
             if not taken:
                 try:
                     with transaction.atomic():
-                        RevisionClaim.objects.create(version=version, reviser=user,
-                                                     expires_at=expires_at)
+                        RevisionClaim.objects.create(
+                            version=version, reviser=user, expires_at=expires_at
+                        )
                 except IntegrityError:
                     continue  # someone else took it a moment ago
             return version
@@ -221,7 +250,10 @@ def _open_round(rubric: Rubric, *, now: datetime) -> RubricVersion | None:
     try:
         with transaction.atomic():
             draft = RubricVersion.objects.create(
-                rubric=rubric, stage=stage, parent=latest, meta_rubric=latest.meta_rubric,
+                rubric=rubric,
+                stage=stage,
+                parent=latest,
+                meta_rubric=latest.meta_rubric,
                 created_at=now,
             )
     except IntegrityError:
@@ -250,8 +282,9 @@ def _editable(user, version_id: int, revision: Any, now: datetime) -> RubricVers
     try:
         expected = int(revision)
     except (TypeError, ValueError) as exc:
-        raise InvalidInput("revision must be the number shown with the rubric.",
-                           "revision") from exc
+        raise InvalidInput(
+            "revision must be the number shown with the rubric.", "revision"
+        ) from exc
     bumped = RubricVersion.objects.filter(pk=version.pk, revision=expected).update(
         revision=F("revision") + 1
     )
@@ -278,15 +311,27 @@ def _row(version: RubricVersion, check_pk: Any) -> RubricCheck:
 
 
 def _snapshot(row: RubricCheck) -> dict:
-    return {"check_id": row.check_id, "text": row.text, "tier": row.tier,
-            "position": row.position, "deleted": row.deleted_at is not None,
-            "reason": row.delete_reason}
+    return {
+        "check_id": row.check_id,
+        "text": row.text,
+        "tier": row.tier,
+        "position": row.position,
+        "deleted": row.deleted_at is not None,
+        "reason": row.delete_reason,
+    }
 
 
 def _record(version, row, user, op, before, now) -> None:
-    CheckEdit.objects.create(version=version, check_row=row, editor=user, op=op, before=before,
-                             after=_snapshot(row) if row is not None else None,
-                             revision=version.revision, at=now)
+    CheckEdit.objects.create(
+        version=version,
+        check_row=row,
+        editor=user,
+        op=op,
+        before=before,
+        after=_snapshot(row) if row is not None else None,
+        revision=version.revision,
+        at=now,
+    )
 
 
 def _clean_check_text(text: Any) -> str:
@@ -304,8 +349,15 @@ def _clean_tier(tier: Any) -> str:
     return tier
 
 
-def _change_row(user, version_id: int, check_pk: int, revision: Any, op: str,
-                apply: Callable[[RubricCheck], list[str]], now: datetime) -> RubricCheck:
+def _change_row(
+    user,
+    version_id: int,
+    check_pk: int,
+    revision: Any,
+    op: str,
+    apply: Callable[[RubricCheck], list[str]],
+    now: datetime,
+) -> RubricCheck:
     """The common path of the one-check edits: lock and bump the draft, change the row (apply
     returns the fields it set), save, and log the edit with the row before and after."""
     version = _editable(user, version_id, revision, now)
@@ -324,34 +376,39 @@ def _by_hand(row: RubricCheck) -> list[str]:
 
 
 @transaction.atomic
-def check_edit_text(*, user, version_id: int, check_pk: int, text: str, revision: Any,
-                    now: datetime | None = None) -> RubricCheck:
+def check_edit_text(
+    *, user, version_id: int, check_pk: int, text: str, revision: Any, now: datetime | None = None
+) -> RubricCheck:
     text = _clean_check_text(text)
 
     def apply(row: RubricCheck) -> list[str]:
         row.text = text
         return ["text", *_by_hand(row)]
 
-    return _change_row(user, version_id, check_pk, revision, CheckEdit.Op.EDIT, apply,
-                       now or timezone.now())
+    return _change_row(
+        user, version_id, check_pk, revision, CheckEdit.Op.EDIT, apply, now or timezone.now()
+    )
 
 
 @transaction.atomic
-def check_retier(*, user, version_id: int, check_pk: int, tier: str, revision: Any,
-                 now: datetime | None = None) -> RubricCheck:
+def check_retier(
+    *, user, version_id: int, check_pk: int, tier: str, revision: Any, now: datetime | None = None
+) -> RubricCheck:
     tier = _clean_tier(tier)
 
     def apply(row: RubricCheck) -> list[str]:
         row.tier = tier
         return ["tier", *_by_hand(row)]
 
-    return _change_row(user, version_id, check_pk, revision, CheckEdit.Op.RETIER, apply,
-                       now or timezone.now())
+    return _change_row(
+        user, version_id, check_pk, revision, CheckEdit.Op.RETIER, apply, now or timezone.now()
+    )
 
 
 @transaction.atomic
-def check_delete(*, user, version_id: int, check_pk: int, reason: str, revision: Any,
-                 now: datetime | None = None) -> RubricCheck:
+def check_delete(
+    *, user, version_id: int, check_pk: int, reason: str, revision: Any, now: datetime | None = None
+) -> RubricCheck:
     now = now or timezone.now()
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInput("reason is required: say why this check goes.", "reason")
@@ -366,22 +423,32 @@ def check_delete(*, user, version_id: int, check_pk: int, reason: str, revision:
 
 
 @transaction.atomic
-def check_restore(*, user, version_id: int, check_pk: int, revision: Any,
-                  now: datetime | None = None) -> RubricCheck:
+def check_restore(
+    *, user, version_id: int, check_pk: int, revision: Any, now: datetime | None = None
+) -> RubricCheck:
     def apply(row: RubricCheck) -> list[str]:
         if row.deleted_at is None:
             raise Conflict("This check is not deleted.")
         row.deleted_at, row.delete_reason = None, ""
         return ["deleted_at", "delete_reason"]
 
-    return _change_row(user, version_id, check_pk, revision, CheckEdit.Op.RESTORE, apply,
-                       now or timezone.now())
+    return _change_row(
+        user, version_id, check_pk, revision, CheckEdit.Op.RESTORE, apply, now or timezone.now()
+    )
 
 
 @transaction.atomic
-def check_add(*, user, version_id: int, text: str, tier: str, revision: Any,
-              source: str = "", after_check_pk: Any = None,
-              now: datetime | None = None) -> RubricCheck:
+def check_add(
+    *,
+    user,
+    version_id: int,
+    text: str,
+    tier: str,
+    revision: Any,
+    source: str = "",
+    after_check_pk: Any = None,
+    now: datetime | None = None,
+) -> RubricCheck:
     """A check added by hand, optionally linked to a meta item, placed after a given check
     (or at the end)."""
     now = now or timezone.now()
@@ -389,11 +456,11 @@ def check_add(*, user, version_id: int, text: str, tier: str, revision: Any,
     version = _editable(user, version_id, revision, now)
     source = (source or "").strip()
     if source and source not in meta_ids(version.meta_rubric):
-        raise InvalidInput(f"source {source!r} is no item or meta-insight of the meta-rubric.",
-                           "source")
+        raise InvalidInput(
+            f"source {source!r} is no item or meta-insight of the meta-rubric.", "source"
+        )
     # (position, check_id, origin) tuples: whole rows cost a millisecond and are not needed.
-    rows = list(version.checks.order_by("position").values_list("position", "check_id",
-                                                                "origin"))
+    rows = list(version.checks.order_by("position").values_list("position", "check_id", "origin"))
     if after_check_pk not in (None, ""):
         anchor = _row(version, after_check_pk)
         position = anchor.position + 1
@@ -405,8 +472,16 @@ def check_add(*, user, version_id: int, text: str, tier: str, revision: Any,
     added = [check_id for _, check_id, origin in rows if origin == Origin.ADDED]
     number = 1 + max((int(cid[1:]) for cid in added if cid[1:].isdigit()), default=0)
     row = RubricCheck.objects.create(
-        version=version, position=position, check_id=f"H{number}", kind="added",
-        tier=tier, secondary=False, source=source, rule="", origin=Origin.ADDED, text=text,
+        version=version,
+        position=position,
+        check_id=f"H{number}",
+        kind="added",
+        tier=tier,
+        secondary=False,
+        source=source,
+        rule="",
+        origin=Origin.ADDED,
+        text=text,
         snippets=_item_snippets(version.meta_rubric, source),
     )
     _record(version, row, user, CheckEdit.Op.ADD, None, now)
@@ -414,8 +489,15 @@ def check_add(*, user, version_id: int, text: str, tier: str, revision: Any,
 
 
 @transaction.atomic
-def check_move(*, user, version_id: int, check_pk: int, to_position: Any, revision: Any,
-               now: datetime | None = None) -> RubricCheck:
+def check_move(
+    *,
+    user,
+    version_id: int,
+    check_pk: int,
+    to_position: Any,
+    revision: Any,
+    now: datetime | None = None,
+) -> RubricCheck:
     now = now or timezone.now()
     version = _editable(user, version_id, revision, now)
     row = _row(version, check_pk)
@@ -441,8 +523,9 @@ def check_move(*, user, version_id: int, check_pk: int, to_position: Any, revisi
 
 
 @transaction.atomic
-def revision_complete(*, user, version_id: int, revision: Any,
-                      now: datetime | None = None) -> RubricVersion:
+def revision_complete(
+    *, user, version_id: int, revision: Any, now: datetime | None = None
+) -> RubricVersion:
     """Freeze the draft: it becomes the rubric's current version and the rubric moves on."""
     now = now or timezone.now()
     version = _editable(user, version_id, revision, now)
@@ -501,34 +584,64 @@ def rubric_warnings(meta: dict, rows: list[RubricCheck]) -> list[Disagreement]:
         ids = [item["id"], *(i["id"] for i in item.get("meta_insights", []) or [])]
         for source in ids:
             if source not in by_source:
-                warnings.append(Disagreement("uncovered", f"{source}: no check remains for this "
-                                         "meta item.", source))
+                warnings.append(
+                    Disagreement(
+                        "uncovered", f"{source}: no check remains for this meta item.", source
+                    )
+                )
         if item["type"] == "strict_list":
-            missing = [item["items"][k - 1] for k in range(1, len(item["items"]) + 1)
-                       if f"{item['id']}.item{k}" in deleted]
+            missing = [
+                item["items"][k - 1]
+                for k in range(1, len(item["items"]) + 1)
+                if f"{item['id']}.item{k}" in deleted
+            ]
             if missing:
-                warnings.append(Disagreement(
-                    "strict_list", f"{item['id']}: the strict list is missing "
-                    + "; ".join(missing) + " (every item is required).", item["id"]))
+                warnings.append(
+                    Disagreement(
+                        "strict_list",
+                        f"{item['id']}: the strict list is missing "
+                        + "; ".join(missing)
+                        + " (every item is required).",
+                        item["id"],
+                    )
+                )
         if item["type"] == "process":
-            gone = [k for k in range(1, len(item["steps"]) + 1)
-                    if f"{item['id']}.step{k}" in deleted]
+            gone = [
+                k for k in range(1, len(item["steps"]) + 1) if f"{item['id']}.step{k}" in deleted
+            ]
             sequences = [r for r in by_source.get(item["id"], []) if r.kind == "sequence"]
             if gone and sequences:
-                warnings.append(Disagreement(
-                    "sequence", f"{item['id']}: a sequence check still orders steps whose step "
-                    f"checks were deleted ({', '.join(f'step {k}' for k in gone)}).",
-                    item["id"], [r.check_id for r in sequences]))
+                warnings.append(
+                    Disagreement(
+                        "sequence",
+                        f"{item['id']}: a sequence check still orders steps whose step "
+                        f"checks were deleted ({', '.join(f'step {k}' for k in gone)}).",
+                        item["id"],
+                        [r.check_id for r in sequences],
+                    )
+                )
     known = meta_ids(meta)
     for row in live:
         if row.source and row.source not in known:
-            warnings.append(Disagreement("orphan", f"{row.check_id}: its meta item {row.source} is "
-                                     "not in the meta-rubric.", row.source, [row.check_id]))
+            warnings.append(
+                Disagreement(
+                    "orphan",
+                    f"{row.check_id}: its meta item {row.source} is not in the meta-rubric.",
+                    row.source,
+                    [row.check_id],
+                )
+            )
         compiled = expected.get(row.check_id)
         if compiled is not None and row.origin != Origin.ADDED and compiled.tier != row.tier:
-            warnings.append(Disagreement(
-                "tier", f"{row.check_id}: tier {row.tier}, but its meta item's rule gives "
-                f"{compiled.tier}.", row.source, [row.check_id]))
+            warnings.append(
+                Disagreement(
+                    "tier",
+                    f"{row.check_id}: tier {row.tier}, but its meta item's rule gives "
+                    f"{compiled.tier}.",
+                    row.source,
+                    [row.check_id],
+                )
+            )
     return warnings
 
 

@@ -31,11 +31,14 @@ from . import services
 from .compiler import TIERS
 from .models import Origin, RevisionClaim, Rubric, RubricCheck, RubricVersion
 
-TIER_LABELS = {"answer_critical": "Answer-critical", "valuable": "Valuable",
-               "context": "Context"}
-TYPE_ORDER = [("fact", "Facts"), ("strict_list", "Strict lists"),
-              ("flexible_list", "Flexible lists"), ("process", "Processes"),
-              ("relationship", "Relationships")]
+TIER_LABELS = {"answer_critical": "Answer-critical", "valuable": "Valuable", "context": "Context"}
+TYPE_ORDER = [
+    ("fact", "Facts"),
+    ("strict_list", "Strict lists"),
+    ("flexible_list", "Flexible lists"),
+    ("process", "Processes"),
+    ("relationship", "Relationships"),
+]
 
 
 def _require_reviser(request: HttpRequest) -> None:
@@ -46,15 +49,23 @@ def _require_reviser(request: HttpRequest) -> None:
 @login_required
 def queue(request: HttpRequest) -> HttpResponse:
     _require_reviser(request)
-    held = (RevisionClaim.objects.filter(reviser=request.user,
-                                         version__frozen_at__isnull=True)
-            .select_related("version__rubric__question__image").first())
+    held = (
+        RevisionClaim.objects.filter(reviser=request.user, version__frozen_at__isnull=True)
+        .select_related("version__rubric__question__image")
+        .first()
+    )
     waiting = services.waiting_versions(now=timezone.now()).count()
-    return render(request, "rubrics/queue.html", {
-        "held": held, "waiting": waiting,
-        "done": RubricVersion.objects.filter(made_by=request.user,
-                                             frozen_at__isnull=False).count(),
-    })
+    return render(
+        request,
+        "rubrics/queue.html",
+        {
+            "held": held,
+            "waiting": waiting,
+            "done": RubricVersion.objects.filter(
+                made_by=request.user, frozen_at__isnull=False
+            ).count(),
+        },
+    )
 
 
 @login_required
@@ -63,8 +74,11 @@ def history(request: HttpRequest, rubric_id: int) -> HttpResponse:
     if not (services.is_reviser(request.user) or access.is_admin(request.user)):
         raise PermissionDenied("This page is for rubric revisers and admins.")
     rubric = get_object_or_404(Rubric.objects.select_related("question__image"), pk=rubric_id)
-    versions = list(rubric.versions.select_related("made_by").annotate(
-        n_checks=Count("checks", filter=Q(checks__deleted_at__isnull=True))).order_by("id"))
+    versions = list(
+        rubric.versions.select_related("made_by")
+        .annotate(n_checks=Count("checks", filter=Q(checks__deleted_at__isnull=True)))
+        .order_by("id")
+    )
     by_id = {str(v.pk): v for v in versions}
     old = by_id.get(request.GET.get("a", ""))
     new = by_id.get(request.GET.get("b", ""))
@@ -74,9 +88,17 @@ def history(request: HttpRequest, rubric_id: int) -> HttpResponse:
     if old is not None and new is not None:
         rows = {v.pk: list(v.checks.all()) for v in (old, new)}
         diff = services.version_diff(rows[old.pk], rows[new.pk])
-    return render(request, "rubrics/history.html", {
-        "rubric": rubric, "versions": versions, "old": old, "new": new, "diff": diff,
-    })
+    return render(
+        request,
+        "rubrics/history.html",
+        {
+            "rubric": rubric,
+            "versions": versions,
+            "old": old,
+            "new": new,
+            "diff": diff,
+        },
+    )
 
 
 @login_required
@@ -122,15 +144,23 @@ _FROZEN_ROWS: dict[tuple, tuple[RubricCheck, ...]] = {}
 _FROZEN_ROWS_KEPT = 256
 
 
-def _checklist_context(request: HttpRequest, version: RubricVersion, *,
-                       error: ReviewError | None = None, attempted: dict | None = None) -> dict:
+def _checklist_context(
+    request: HttpRequest,
+    version: RubricVersion,
+    *,
+    error: ReviewError | None = None,
+    attempted: dict | None = None,
+) -> dict:
     """Everything the checklist shows. Read after the version, so the rows are at least as new
     as the revision that the page will carry."""
     # The draft's rows and its parent's (for the diff) in one query; a frozen parent's rows
     # never change, so after the first read they come from this process's memory.
     parent = version.parent
-    key = (parent.pk, parent.created_at, parent.frozen_at) if parent is not None \
-        and parent.frozen_at is not None else None
+    key = (
+        (parent.pk, parent.created_at, parent.frozen_at)
+        if parent is not None and parent.frozen_at is not None
+        else None
+    )
     cached = _FROZEN_ROWS.get(key) if key is not None else None
     rows: list[RubricCheck] = []
     parent_rows: list[RubricCheck] = list(cached) if cached is not None else []
@@ -150,8 +180,9 @@ def _checklist_context(request: HttpRequest, version: RubricVersion, *,
     groups = []
     for tier in TIERS:
         checks = [r for r in live if r.tier == tier]
-        groups.append({"tier": tier, "label": TIER_LABELS[tier], "checks": checks,
-                       "count": len(checks)})
+        groups.append(
+            {"tier": tier, "label": TIER_LABELS[tier], "checks": checks, "count": len(checks)}
+        )
     return {
         "version": version,
         "revision": version.revision,
@@ -190,15 +221,16 @@ def workspace(request: HttpRequest, version_id: int) -> HttpResponse:
 def _placement(rows: list[RubricCheck], row: RubricCheck) -> str:
     """Where a live check goes in the page (an hx-swap-oob value): before the next live check of
     its tier, or at the end of its tier's list."""
-    later = rows[rows.index(row) + 1:]
+    later = rows[rows.index(row) + 1 :]
     following = next((r for r in later if r.deleted_at is None and r.tier == row.tier), None)
     if following is None:
         return f"beforeend:#checks-{row.tier}"
     return f"beforebegin:#check-{following.pk}"
 
 
-def _edit(request: HttpRequest, version_id: int, action: Callable[..., RubricCheck],
-          kind: str, **fields) -> HttpResponse:
+def _edit(
+    request: HttpRequest, version_id: int, action: Callable[..., RubricCheck], kind: str, **fields
+) -> HttpResponse:
     """Run one edit service; answer with the changed check and the regions that depend on it,
     or with the current state and the refusal (409 for a stale page), what the person typed
     kept. `kind` says how the edit changes the page: "text" changes a check in place,
@@ -206,20 +238,28 @@ def _edit(request: HttpRequest, version_id: int, action: Callable[..., RubricChe
     out, "restore" and "add" put one in."""
     _require_reviser(request)
     try:
-        changed = action(user=request.user, version_id=version_id,
-                         revision=request.POST.get("revision"), **fields)
+        changed = action(
+            user=request.user,
+            version_id=version_id,
+            revision=request.POST.get("revision"),
+            **fields,
+        )
     except ReviewError as exc:
         if exc.status == 404:
             raise Http404(exc.message) from exc
         if not request.htmx:
             messages.error(request, exc.message)
             return redirect("rubric_workspace", version_id=version_id)
-        context = _checklist_context(request, _version(version_id), error=exc,
-                                     attempted={"action": action.__name__,
-                                                **{k: v for k, v in fields.items()
-                                                   if isinstance(v, str)}})
-        response = render(request, "rubrics/workspace.html#checklist", context,
-                          status=exc.status)
+        context = _checklist_context(
+            request,
+            _version(version_id),
+            error=exc,
+            attempted={
+                "action": action.__name__,
+                **{k: v for k, v in fields.items() if isinstance(v, str)},
+            },
+        )
+        response = render(request, "rubrics/workspace.html#checklist", context, status=exc.status)
         return retarget(reswap(response, "outerHTML"), "#checklist")
     if not request.htmx:
         return redirect("rubric_workspace", version_id=version_id)
@@ -232,37 +272,57 @@ def _edit(request: HttpRequest, version_id: int, action: Callable[..., RubricChe
     row = next(r for r in rows if r.pk == changed.pk)
     live = row.deleted_at is None
     shown_before = live if kind in ("text", "relocate") else kind == "delete"
-    context.update({
-        "check": row,
-        "check_oob": kind == "text" and live,
-        "remove": shown_before and kind != "text",
-        "place": _placement(rows, row) if live and kind != "text" else "",
-        "show_deleted": not live or kind == "restore",
-        "deleted_open": kind == "restore",
-        "show_add": kind == "add",
-    })
+    context.update(
+        {
+            "check": row,
+            "check_oob": kind == "text" and live,
+            "remove": shown_before and kind != "text",
+            "place": _placement(rows, row) if live and kind != "text" else "",
+            "show_deleted": not live or kind == "restore",
+            "deleted_open": kind == "restore",
+            "show_add": kind == "add",
+        }
+    )
     return render(request, "rubrics/workspace.html#edit", context)
 
 
 @login_required
 @require_POST
 def check_text(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
-    return _edit(request, version_id, services.check_edit_text, "text", check_pk=check_pk,
-                 text=request.POST.get("text", ""))
+    return _edit(
+        request,
+        version_id,
+        services.check_edit_text,
+        "text",
+        check_pk=check_pk,
+        text=request.POST.get("text", ""),
+    )
 
 
 @login_required
 @require_POST
 def check_tier(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
-    return _edit(request, version_id, services.check_retier, "relocate", check_pk=check_pk,
-                 tier=request.POST.get("tier", ""))
+    return _edit(
+        request,
+        version_id,
+        services.check_retier,
+        "relocate",
+        check_pk=check_pk,
+        tier=request.POST.get("tier", ""),
+    )
 
 
 @login_required
 @require_POST
 def check_delete(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
-    return _edit(request, version_id, services.check_delete, "delete", check_pk=check_pk,
-                 reason=request.POST.get("reason", ""))
+    return _edit(
+        request,
+        version_id,
+        services.check_delete,
+        "delete",
+        check_pk=check_pk,
+        reason=request.POST.get("reason", ""),
+    )
 
 
 @login_required
@@ -277,8 +337,11 @@ def check_move(request: HttpRequest, version_id: int, check_pk: int) -> HttpResp
     """Up or down within its tier group: to the place of the neighbouring check of its tier."""
     _require_reviser(request)
     # One read of every row's (pk, tier, position, deleted?), the neighbour found in Python.
-    rows = list(RubricCheck.objects.filter(version_id=version_id).order_by("position", "pk")
-                .values_list("pk", "tier", "position", "deleted_at"))
+    rows = list(
+        RubricCheck.objects.filter(version_id=version_id)
+        .order_by("position", "pk")
+        .values_list("pk", "tier", "position", "deleted_at")
+    )
     row = next((r for r in rows if r[0] == check_pk), None)
     if row is None:
         raise Http404("That check is not part of this rubric version.")
@@ -289,17 +352,24 @@ def check_move(request: HttpRequest, version_id: int, check_pk: int) -> HttpResp
     else:
         neighbour = next((r for r in same_tier if r[2] > position), None)
     target = neighbour[2] if neighbour else position
-    return _edit(request, version_id, services.check_move, "relocate", check_pk=check_pk,
-                 to_position=target)
+    return _edit(
+        request, version_id, services.check_move, "relocate", check_pk=check_pk, to_position=target
+    )
 
 
 @login_required
 @require_POST
 def check_add(request: HttpRequest, version_id: int) -> HttpResponse:
-    return _edit(request, version_id, services.check_add, "add",
-                 text=request.POST.get("text", ""), tier=request.POST.get("tier", ""),
-                 source=request.POST.get("source", ""),
-                 after_check_pk=request.POST.get("after") or None)
+    return _edit(
+        request,
+        version_id,
+        services.check_add,
+        "add",
+        text=request.POST.get("text", ""),
+        tier=request.POST.get("tier", ""),
+        source=request.POST.get("source", ""),
+        after_check_pk=request.POST.get("after") or None,
+    )
 
 
 @login_required
@@ -307,19 +377,22 @@ def check_add(request: HttpRequest, version_id: int) -> HttpResponse:
 def complete(request: HttpRequest, version_id: int) -> HttpResponse:
     _require_reviser(request)
     try:
-        version = services.revision_complete(user=request.user, version_id=version_id,
-                                             revision=request.POST.get("revision"))
+        version = services.revision_complete(
+            user=request.user, version_id=version_id, revision=request.POST.get("revision")
+        )
     except ReviewError as exc:
         if exc.status == 404:
             raise Http404(exc.message) from exc
         messages.error(request, exc.message)
         return redirect("rubric_workspace", version_id=version_id)
-    messages.success(request, f"Round complete: {version.rubric.question.image.source_id} "
-                              f"{version.get_stage_display()} is frozen.")
+    messages.success(
+        request,
+        f"Round complete: {version.rubric.question.image.source_id} "
+        f"{version.get_stage_display()} is frozen.",
+    )
     target = reverse("rubrics_queue")
     if request.htmx:
         response = HttpResponse(status=204)
         response["HX-Redirect"] = target
         return response
     return redirect(target)
-

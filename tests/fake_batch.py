@@ -53,27 +53,38 @@ class BatchStore:
 
     def create(self, model: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         batch = body.get("batch") or {}
-        requests = (((batch.get("inputConfig") or {}).get("requests") or {})
-                    .get("requests") or [])
+        requests = ((batch.get("inputConfig") or {}).get("requests") or {}).get("requests") or []
         if not requests:
-            return 400, {"error": {"code": 400, "message": "no inline requests",
-                                   "status": "INVALID_ARGUMENT"}}
+            return 400, {
+                "error": {
+                    "code": 400,
+                    "message": "no inline requests",
+                    "status": "INVALID_ARGUMENT",
+                }
+            }
         with self._lock:
             name = f"batches/fake{next(self._ids)}"
-            self.batches[name] = _Batch(name, model, str(batch.get("displayName", "")),
-                                        list(requests), self.polls_before_done,
-                                        fail=self.fail_next)
+            self.batches[name] = _Batch(
+                name,
+                model,
+                str(batch.get("displayName", "")),
+                list(requests),
+                self.polls_before_done,
+                fail=self.fail_next,
+            )
             self.fail_next = False
             self.created += 1
         return 200, {"name": name, "metadata": self._metadata(self.batches[name])}
 
-    def get(self, name: str, answer: Callable[[dict[str, Any]], dict[str, Any]]
-            ) -> tuple[int, dict[str, Any]]:
+    def get(
+        self, name: str, answer: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> tuple[int, dict[str, Any]]:
         with self._lock:
             batch = self.batches.get(name)
             if batch is None:
-                return 404, {"error": {"code": 404, "message": f"{name} not found",
-                                       "status": "NOT_FOUND"}}
+                return 404, {
+                    "error": {"code": 404, "message": f"{name} not found", "status": "NOT_FOUND"}
+                }
             if batch.state in ("BATCH_STATE_PENDING", "BATCH_STATE_RUNNING"):
                 if batch.polls_left > 0:
                     batch.polls_left -= 1
@@ -82,11 +93,16 @@ class BatchStore:
                 if batch.fail:
                     batch.state = "BATCH_STATE_FAILED"
                     return 200, self._operation(batch)
-            todo = batch.state not in ("BATCH_STATE_SUCCEEDED", "BATCH_STATE_FAILED",
-                                       "BATCH_STATE_CANCELLED")
+            todo = batch.state not in (
+                "BATCH_STATE_SUCCEEDED",
+                "BATCH_STATE_FAILED",
+                "BATCH_STATE_CANCELLED",
+            )
         if todo:  # answered outside the lock: answers go through the fake's own lock
-            output = [{**answer(item.get("request") or {}),
-                       "metadata": item.get("metadata") or {}} for item in batch.requests]
+            output = [
+                {**answer(item.get("request") or {}), "metadata": item.get("metadata") or {}}
+                for item in batch.requests
+            ]
             with self._lock:
                 batch.output, batch.state = output, "BATCH_STATE_SUCCEEDED"
         return 200, self._operation(batch)
@@ -102,9 +118,13 @@ class BatchStore:
 
     @staticmethod
     def _metadata(batch: _Batch) -> dict[str, Any]:
-        meta: dict[str, Any] = {"@type": _TYPE, "name": batch.name,
-                                "model": f"models/{batch.model}", "state": batch.state,
-                                "displayName": batch.display_name}
+        meta: dict[str, Any] = {
+            "@type": _TYPE,
+            "name": batch.name,
+            "model": f"models/{batch.model}",
+            "state": batch.state,
+            "displayName": batch.display_name,
+        }
         if batch.output is not None:
             meta["output"] = {"inlinedResponses": {"inlinedResponses": batch.output}}
         return meta

@@ -87,10 +87,16 @@ class Reply:
                 "message": "You exceeded your current quota.",
                 "status": "RESOURCE_EXHAUSTED",
                 "details": [
-                    {"@type": _RPC + "QuotaFailure",
-                     "violations": [{"quotaMetric": "generativelanguage.googleapis.com/"
-                                     "generate_content_free_tier_requests",
-                                     "quotaId": quota_id}]},
+                    {
+                        "@type": _RPC + "QuotaFailure",
+                        "violations": [
+                            {
+                                "quotaMetric": "generativelanguage.googleapis.com/"
+                                "generate_content_free_tier_requests",
+                                "quotaId": quota_id,
+                            }
+                        ],
+                    },
                     {"@type": _RPC + "RetryInfo", "retryDelay": retry_delay},
                 ],
             }
@@ -99,8 +105,13 @@ class Reply:
 
     @classmethod
     def server_error(cls, status: int = 500) -> Reply:
-        body = {"error": {"code": status, "message": "Internal error encountered.",
-                          "status": "INTERNAL"}}
+        body = {
+            "error": {
+                "code": status,
+                "message": "Internal error encountered.",
+                "status": "INTERNAL",
+            }
+        }
         return cls(status=status, error_body=body)
 
     @classmethod
@@ -108,26 +119,40 @@ class Reply:
         return cls(reset=True)
 
 
-def grounding_metadata(sources: list[tuple[str, str]], supports: list[tuple[str, list[int]]],
-                       queries: list[str] | None = None) -> dict[str, Any]:
+def grounding_metadata(
+    sources: list[tuple[str, str]],
+    supports: list[tuple[str, list[int]]],
+    queries: list[str] | None = None,
+) -> dict[str, Any]:
     """groundingMetadata as Gemini sends it: redirect links for chunks, the supported text in
     the supports' segments, segment offsets in bytes of the answer text."""
     chunks = [
-        {"web": {"uri": f"https://vertexaisearch.cloud.google.com/grounding-api-redirect/{i}",
-                 "title": title, "domain": domain}}
+        {
+            "web": {
+                "uri": f"https://vertexaisearch.cloud.google.com/grounding-api-redirect/{i}",
+                "title": title,
+                "domain": domain,
+            }
+        }
         for i, (title, domain) in enumerate(sources)
     ]
     offset = 0
     segments = []
     for text, indices in supports:
         size = len(text.encode())
-        segments.append({"segment": {"startIndex": offset, "endIndex": offset + size,
-                                     "text": text},
-                         "groundingChunkIndices": indices,
-                         "confidenceScores": [0.9] * len(indices)})
+        segments.append(
+            {
+                "segment": {"startIndex": offset, "endIndex": offset + size, "text": text},
+                "groundingChunkIndices": indices,
+                "confidenceScores": [0.9] * len(indices),
+            }
+        )
         offset += size + 1
-    return {"webSearchQueries": queries or [], "groundingChunks": chunks,
-            "groundingSupports": segments}
+    return {
+        "webSearchQueries": queries or [],
+        "groundingChunks": chunks,
+        "groundingSupports": segments,
+    }
 
 
 @dataclass
@@ -176,8 +201,15 @@ class FakeLLM:
             self._seen.clear()
             self.batches = BatchStore()
 
-    def inject(self, mode: str, rate: float = 0.2, *, seed: int = 0, delay: float = 1.0,
-               retry_delay: str = "0.05s") -> None:
+    def inject(
+        self,
+        mode: str,
+        rate: float = 0.2,
+        *,
+        seed: int = 0,
+        delay: float = 1.0,
+        retry_delay: str = "0.05s",
+    ) -> None:
         """Fail about `rate` of the unscripted requests in `mode` (one of FAULTS), on top of the
         faults injected before (their rates add up, in the order injected). `delay` is how late a
         timeout's answer comes; `retry_delay` what a 429 asks the client to wait."""
@@ -225,11 +257,17 @@ class FakeLLM:
             return Reply.server_error(503 if self.injected[fault] % 2 else 500)
         if fault == "connection_reset":
             return Reply.connection_reset()
-        text = {"timeout": self.default.text, "malformed_json": MALFORMED_JSON,
-                "schema_invalid": SCHEMA_INVALID}[fault]
-        return Reply(text=text, delay=self.fault_delay if fault == "timeout" else 0.0,
-                     prompt_tokens=self.default.prompt_tokens,
-                     output_tokens=self.default.output_tokens)
+        text = {
+            "timeout": self.default.text,
+            "malformed_json": MALFORMED_JSON,
+            "schema_invalid": SCHEMA_INVALID,
+        }[fault]
+        return Reply(
+            text=text,
+            delay=self.fault_delay if fault == "timeout" else 0.0,
+            prompt_tokens=self.default.prompt_tokens,
+            output_tokens=self.default.output_tokens,
+        )
 
 
 def _gemini_body(reply: Reply) -> dict[str, Any]:
@@ -251,8 +289,12 @@ def _gemini_body(reply: Reply) -> dict[str, Any]:
         usage["thoughtsTokenCount"] = reply.thoughts_tokens
     if reply.cached_tokens:
         usage["cachedContentTokenCount"] = reply.cached_tokens
-    return {"candidates": [candidate], "usageMetadata": usage,
-            "modelVersion": GEMINI_MODEL_VERSION, "responseId": f"fake-{time.monotonic_ns()}"}
+    return {
+        "candidates": [candidate],
+        "usageMetadata": usage,
+        "modelVersion": GEMINI_MODEL_VERSION,
+        "responseId": f"fake-{time.monotonic_ns()}",
+    }
 
 
 def _openai_body(reply: Reply, model: str) -> dict[str, Any]:
@@ -268,8 +310,13 @@ def _openai_body(reply: Reply, model: str) -> dict[str, Any]:
         "object": "chat.completion",
         "created": int(time.time()),
         "model": OPENAI_MODEL_VERSION,  # what vLLM reports: the served model
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": reply.text}}],
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": reply.text},
+            }
+        ],
         "usage": usage,
     }
 
@@ -321,15 +368,27 @@ class _Handler(BaseHTTPRequestHandler):
         reply = self.fake._next(Recorded("gemini-batch", self.path, {}, request))
         if reply.status != 200 or reply.reset:
             error = (reply.error_body or {}).get("error") or {}
-            return {"error": {"code": reply.status if not reply.reset else 500,
-                              "message": error.get("message", "request failed")}}
+            return {
+                "error": {
+                    "code": reply.status if not reply.reset else 500,
+                    "message": error.get("message", "request failed"),
+                }
+            }
         return {"response": _gemini_body(reply)}
 
     def _gemini_key(self, headers: dict[str, str]) -> bool:
         if headers.get("x-goog-api-key") == GEMINI_KEY:
             return True
-        self._send(403, {"error": {"code": 403, "message": "API key not valid.",
-                                   "status": "PERMISSION_DENIED"}})
+        self._send(
+            403,
+            {
+                "error": {
+                    "code": 403,
+                    "message": "API key not valid.",
+                    "status": "PERMISSION_DENIED",
+                }
+            },
+        )
         return False
 
     def _gemini(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> None:
@@ -346,8 +405,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _openai(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> None:
         if headers.get("authorization") != f"Bearer {OPENAI_KEY}":
-            self._send(401, {"error": {"message": "Incorrect API key provided.",
-                                       "type": "invalid_request_error", "code": "invalid_api_key"}})
+            self._send(
+                401,
+                {
+                    "error": {
+                        "message": "Incorrect API key provided.",
+                        "type": "invalid_request_error",
+                        "code": "invalid_api_key",
+                    }
+                },
+            )
             return
         reply = self.fake._next(Recorded("openai", path, headers, body))
         time.sleep(reply.delay)
@@ -365,9 +432,17 @@ class _Handler(BaseHTTPRequestHandler):
             per_day = "PerDay" in json.dumps(reply.error_body)
             code = "insufficient_quota" if per_day else "rate_limit_exceeded"
             extra = {} if per_day else extra
-        self._send(reply.status, {"error": {"message": error.get("message", "error"),
-                                            "type": error.get("status", "server_error"),
-                                            "code": code}}, extra)
+        self._send(
+            reply.status,
+            {
+                "error": {
+                    "message": error.get("message", "error"),
+                    "type": error.get("status", "server_error"),
+                    "code": code,
+                }
+            },
+            extra,
+        )
 
     def _reset(self) -> None:
         """Drop the connection with a TCP reset (SO_LINGER 0), as a crashing proxy would."""
@@ -377,8 +452,9 @@ class _Handler(BaseHTTPRequestHandler):
         # open, and the server's own shutdown would then send a FIN first.
         os.close(self.connection.detach())
 
-    def _send(self, status: int, payload: dict[str, Any],
-              extra_headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self, status: int, payload: dict[str, Any], extra_headers: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(payload).encode()
         try:
             self.send_response(status)
@@ -395,15 +471,19 @@ class _Handler(BaseHTTPRequestHandler):
 def start_fake_llm() -> tuple[FakeLLM, ThreadingHTTPServer]:
     handler = type("FakeHandler", (_Handler,), {})
     # The default listen backlog (5) drops connections when a chunk opens many at once.
-    server_class = type("FakeServer", (ThreadingHTTPServer,),
-                        {"request_queue_size": max(ThreadingHTTPServer.request_queue_size, 128)})
+    server_class = type(
+        "FakeServer",
+        (ThreadingHTTPServer,),
+        {"request_queue_size": max(ThreadingHTTPServer.request_queue_size, 128)},
+    )
     server = server_class(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     fake = FakeLLM(base_url=f"http://127.0.0.1:{server.server_address[1]}")
     handler.fake = fake
     # A short poll interval: shutdown() waits for one, and every test stops a server.
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
-                     name="fake-llm", daemon=True).start()
+    threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-llm", daemon=True
+    ).start()
     return fake, server
 
 

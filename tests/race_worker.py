@@ -67,7 +67,8 @@ def main(username: str, seed: int, deadline_s: float, go_file: str) -> int:
         if decision != "revise":
             return decision, ""
         options = [
-            t for t in REVISIONS
+            t
+            for t in REVISIONS
             if services.normalize_text(t) != services.normalize_text(candidate_text)
         ]
         text = rng.choice(options)
@@ -86,24 +87,44 @@ def main(username: str, seed: int, deadline_s: float, go_file: str) -> int:
         started = time.monotonic()
         try:
             review = services.review_submit(
-                user=user, candidate_id=candidate_id, decision=decision, revised_text=revised,
-                reasons=["leading"] if decision == "discard" else [], seconds=rng.randint(5, 90),
+                user=user,
+                candidate_id=candidate_id,
+                decision=decision,
+                revised_text=revised,
+                reasons=["leading"] if decision == "discard" else [],
+                seconds=rng.randint(5, 90),
             )
         except services.ReviewError as exc:
             timed("submit", started)
             count(f"{how}:{type(exc).__name__}")
-            emit(event="refused", how=how, candidate=candidate_id, error=type(exc).__name__,
-                 message=exc.message)
+            emit(
+                event="refused",
+                how=how,
+                candidate=candidate_id,
+                error=type(exc).__name__,
+                message=exc.message,
+            )
             if how == "own" and not isinstance(exc, services.NotAllowed):
-                emit(event="violation", what="own candidate refused with the wrong error",
-                     candidate=candidate_id, error=type(exc).__name__)
+                emit(
+                    event="violation",
+                    what="own candidate refused with the wrong error",
+                    candidate=candidate_id,
+                    error=type(exc).__name__,
+                )
             return
         timed("submit", started)
         count(f"{how}:created")
         reviewed.append(candidate_id)
-        emit(event="created", how=how, review=review.pk, candidate=candidate_id,
-             annotator=user.pk, decision=review.decision, revised_text=review.revised_text,
-             slot=review.slot)
+        emit(
+            event="created",
+            how=how,
+            review=review.pk,
+            candidate=candidate_id,
+            annotator=user.pk,
+            decision=review.decision,
+            revised_text=review.revised_text,
+            slot=review.slot,
+        )
         if user.pk in author_ids:
             emit(event="violation", what="reviewed a candidate it wrote", candidate=candidate_id)
 
@@ -124,11 +145,20 @@ def main(username: str, seed: int, deadline_s: float, go_file: str) -> int:
                 count("resubmit:Conflict")
                 emit(event="refused", how="resubmit", candidate=candidate_id, error="Conflict")
             except services.ReviewError as exc:
-                emit(event="violation", what="resubmit refused with the wrong error",
-                     candidate=candidate_id, error=type(exc).__name__, message=exc.message)
+                emit(
+                    event="violation",
+                    what="resubmit refused with the wrong error",
+                    candidate=candidate_id,
+                    error=type(exc).__name__,
+                    message=exc.message,
+                )
             else:
-                emit(event="violation", what="resubmit accepted", candidate=candidate_id,
-                     review=review.pk)
+                emit(
+                    event="violation",
+                    what="resubmit accepted",
+                    candidate=candidate_id,
+                    review=review.pk,
+                )
             continue
 
         if roll < 0.27:
@@ -152,8 +182,13 @@ def main(username: str, seed: int, deadline_s: float, go_file: str) -> int:
         if claimed is None:
             count("claim:none")
             if not Candidate.objects.reviewable_by(user).exists():
-                emit(event="done", reason="exhausted", counts=counts, slowest_ms=slowest,
-                     total_ms=total)
+                emit(
+                    event="done",
+                    reason="exhausted",
+                    counts=counts,
+                    slowest_ms=slowest,
+                    total_ms=total,
+                )
                 return 0
             time.sleep(rng.uniform(0.002, 0.02))  # other people's leases: they'll submit soon
             continue
@@ -164,8 +199,13 @@ def main(username: str, seed: int, deadline_s: float, go_file: str) -> int:
         if candidate.pk in reviewed:
             emit(event="violation", what="claimed a candidate it reviewed", candidate=candidate.pk)
         decision, revised = decide(candidate.text)
-        submit("claimed", candidate.pk, decision, revised,
-               (candidate.author_id, candidate.co_author_id))
+        submit(
+            "claimed",
+            candidate.pk,
+            decision,
+            revised,
+            (candidate.author_id, candidate.co_author_id),
+        )
 
 
 if __name__ == "__main__":

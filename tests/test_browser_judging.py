@@ -18,11 +18,17 @@ def test_grade_spot_checks_with_the_keyboard(dave, root, log_in, screenshot):
     a, b = Judge.objects.create(name="judge-a"), Judge.objects.create(name="judge-b")
     model = EvaluatedModel.objects.create(name="model-a")
     question = make_question("q1")
-    response = Response.objects.create(model=model, question=question, setting="text_only",
-                                       text="It is beef bourguignon, a stew from Burgundy.")
-    for check, (va, vb) in zip(final_checks(question),
-                               [("meets", "missing"), ("contradicts", "meets"),
-                                ("meets", "meets")], strict=True):
+    response = Response.objects.create(
+        model=model,
+        question=question,
+        setting="text_only",
+        text="It is beef bourguignon, a stew from Burgundy.",
+    )
+    for check, (va, vb) in zip(
+        final_checks(question),
+        [("meets", "missing"), ("contradicts", "meets"), ("meets", "meets")],
+        strict=True,
+    ):
         verdict_record(judge=a, response=response, check=check, verdict=va, rationale="A-SAYS")
         verdict_record(judge=b, response=response, check=check, verdict=vb, rationale="B-SAYS")
     assert spot_checks_draw(count=5, user=root, seed=3) == 2

@@ -46,7 +46,8 @@ def test_result_pages_render_under_the_csp(root, log_in, screenshot):
     # The photo loads after the page does: wait for it, then check it is the real one.
     page.wait_for_function(
         "() => { const img = document.querySelector('.photo img');"
-        " return img !== null && img.complete; }")
+        " return img !== null && img.complete; }"
+    )
     assert page.locator(".photo img").evaluate("img => img.naturalWidth") == 32
     expect(page.get_by_test_id("response")).to_have_count(6)
     screenshot(page, "results-question")

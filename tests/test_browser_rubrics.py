@@ -28,12 +28,17 @@ SHOWN = """() => Array.from(document.querySelectorAll("#checklist .tier-group"))
 
 def order(page: Page, tier: str) -> list[str]:
     return page.locator(f"#checks-{tier} li.check").evaluate_all(
-        "(items) => items.map((li) => li.dataset.check)")
+        "(items) => items.map((li) => li.dataset.check)"
+    )
 
 
 def test_revise_a_rubric_with_the_keyboard(dave, log_in, screenshot):
-    services.rubric_version_create(question=make_question(), meta_document=sample_meta(),
-                                   stage=Stage.LLM_REFINED_1, made_by_model="fake")
+    services.rubric_version_create(
+        question=make_question(),
+        meta_document=sample_meta(),
+        stage=Stage.LLM_REFINED_1,
+        made_by_model="fake",
+    )
     d = log_in("dave")
     page = d.page
     page.goto("/rubrics/")
@@ -54,7 +59,8 @@ def test_revise_a_rubric_with_the_keyboard(dave, log_in, screenshot):
     area.fill("The response names the dish as beef bourguignon, a Burgundy stew.")
     page.keyboard.press("Enter")
     expect(check(page, "I1").locator(".check-text")).to_have_text(
-        "The response names the dish as beef bourguignon, a Burgundy stew.")
+        "The response names the dish as beef bourguignon, a Burgundy stew."
+    )
     expect(check(page, "I1")).to_contain_text("edited by hand")
     expect(check(page, "I1")).to_be_focused()  # the focus comes back after the save
 
@@ -108,7 +114,8 @@ def test_revise_a_rubric_with_the_keyboard(dave, log_in, screenshot):
     check(page, "I3.opt2").focus()
     page.keyboard.press("[")
     expect(page.locator("#checks-valuable li.check").first).to_have_attribute(
-        "data-check", "I3.opt2")
+        "data-check", "I3.opt2"
+    )
     assert order(page, "valuable")[:2] == ["I3.opt2", "I3.opt1"]
     expect(check(page, "I3.opt2")).to_be_focused()
 
@@ -136,8 +143,13 @@ def test_revise_a_rubric_with_the_keyboard(dave, log_in, screenshot):
     # Someone else saves meanwhile: dave's next save is refused, his typing kept.
     version = RubricVersion.objects.get(stage=Stage.HUMAN_1)
     other = version.checks.get(check_id="I3.base1")
-    services.check_edit_text(user=dave, version_id=version.pk, check_pk=other.pk,
-                             text="Changed in another tab.", revision=version.revision)
+    services.check_edit_text(
+        user=dave,
+        version_id=version.pk,
+        check_pk=other.pk,
+        text="Changed in another tab.",
+        revision=version.revision,
+    )
     check(page, "I1").focus()
     page.keyboard.press("e")
     check(page, "I1").locator("textarea[name=text]").fill("A stale edit.")
@@ -165,5 +177,13 @@ def test_revise_a_rubric_with_the_keyboard(dave, log_in, screenshot):
     assert rows["I3.opt2"].position < rows["I3.opt1"].position
     edits = list(CheckEdit.objects.filter(editor=dave).order_by("id"))
     assert [e.op for e in edits] == [
-        "edit", "retier", "delete", "add", "move", "restore", "edit", "complete"]
+        "edit",
+        "retier",
+        "delete",
+        "add",
+        "move",
+        "restore",
+        "edit",
+        "complete",
+    ]
     assert edits[2].after["reason"] == "covered by the fact check"

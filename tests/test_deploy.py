@@ -18,11 +18,20 @@ PRODUCTION_ENV = {
 
 
 def manage(*args: str, env: dict) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items()
-             if k not in PRODUCTION_ENV
-             and k not in ("DJANGO_SETTINGS_MODULE", "DJANGO_ALLOW_ASYNC_UNSAFE")}
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env={**clean, **env},
-                          capture_output=True, text=True, timeout=120)
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in PRODUCTION_ENV
+        and k not in ("DJANGO_SETTINGS_MODULE", "DJANGO_ALLOW_ASYNC_UNSAFE")
+    }
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_check_deploy_reports_nothing():

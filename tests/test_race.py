@@ -68,18 +68,23 @@ def pool(transactional_db):
     candidates = []
     for i in range(N_IMAGES):
         image = Image.objects.create(
-            source_id=f"race-{i}", file=f"images/race-{i}.png", entity="Beef bourguignon",
-            domain="food", popularity="head",
+            source_id=f"race-{i}",
+            file=f"images/race-{i}.png",
+            entity="Beef bourguignon",
+            domain="food",
+            popularity="head",
         )
         for j in range(PER_IMAGE):
             written = j == 0  # one candidate per image has two human authors
-            candidates.append(Candidate.objects.create(
-                image=image,
-                text=f"Question {j} about image {i}: how is this dish made?",
-                origin=CandidateOrigin.REVISION if written else CandidateOrigin.IMPORT,
-                author=people[i % N_ANNOTATORS] if written else None,
-                co_author=people[(i + 3) % N_ANNOTATORS] if written else None,
-            ))
+            candidates.append(
+                Candidate.objects.create(
+                    image=image,
+                    text=f"Question {j} about image {i}: how is this dish made?",
+                    origin=CandidateOrigin.REVISION if written else CandidateOrigin.IMPORT,
+                    author=people[i % N_ANNOTATORS] if written else None,
+                    co_author=people[(i + 3) % N_ANNOTATORS] if written else None,
+                )
+            )
     return people, candidates
 
 
@@ -91,9 +96,19 @@ def _run_workers(people, tmp_path: Path) -> list[tuple[str, int, list[dict], str
         out = open(tmp_path / f"{person.username}.out", "w+")  # noqa: SIM115 (closed below)
         err = open(tmp_path / f"{person.username}.err", "w+")  # noqa: SIM115
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.race_worker", person.username, str(1000 + i),
-             str(DEADLINE_S), str(go)],
-            cwd=REPO, env=env, stdout=out, stderr=err,
+            [
+                sys.executable,
+                "-m",
+                "tests.race_worker",
+                person.username,
+                str(1000 + i),
+                str(DEADLINE_S),
+                str(go),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=err,
         )
         procs.append((person.username, proc, out, err))
     try:
@@ -165,9 +180,19 @@ def test_annotators_racing_for_one_pool(pool, tmp_path):
     assert set(reviews) == set(created), "reviews reported as created differ from the database"
     for pk, event in created.items():
         review = reviews[pk]
-        assert (review.candidate_id, review.annotator_id, review.decision, review.revised_text,
-                review.slot) == (event["candidate"], event["annotator"], event["decision"],
-                                 event["revised_text"], event["slot"])
+        assert (
+            review.candidate_id,
+            review.annotator_id,
+            review.decision,
+            review.revised_text,
+            review.slot,
+        ) == (
+            event["candidate"],
+            event["annotator"],
+            event["decision"],
+            event["revised_text"],
+            event["slot"],
+        )
 
     by_candidate: dict[int, list[Review]] = {}
     for review in sorted(reviews.values(), key=lambda r: (r.candidate_id, r.slot)):
@@ -202,8 +227,11 @@ def test_annotators_racing_for_one_pool(pool, tmp_path):
             assert len(children) == 1, where
             child = children[0]
             assert (child.text, child.origin, child.round, child.author_id, child.co_author_id) == (
-                first.revised_text, CandidateOrigin.REVISION, candidate.round + 1,
-                first.annotator_id, second.annotator_id,
+                first.revised_text,
+                CandidateOrigin.REVISION,
+                candidate.round + 1,
+                first.annotator_id,
+                second.annotator_id,
             ), where
             assert candidate.resolved_at is not None
         else:
@@ -221,5 +249,7 @@ def test_annotators_racing_for_one_pool(pool, tmp_path):
             counts[key] = counts.get(key, 0) + n
     for username, _, lines, _ in results:
         print(username, lines[-1].get("slowest_ms"), lines[-1].get("total_ms"))
-    print(f"\n{connection.vendor}: {elapsed:.1f}s, {len(reviews)} reviews, statuses {tally}, "
-          f"outcomes {dict(sorted(counts.items()))}")
+    print(
+        f"\n{connection.vendor}: {elapsed:.1f}s, {len(reviews)} reviews, statuses {tally}, "
+        f"outcomes {dict(sorted(counts.items()))}"
+    )

@@ -67,9 +67,23 @@ def redis_url(tmp_path):
         port = free_port()
         log = open(tmp_path / f"redis-{port}.log", "w")  # noqa: SIM115 (closed below)
         proc = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(tmp_path), "--protected-mode", "yes"],
-            stdout=log, stderr=subprocess.STDOUT,
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(tmp_path),
+                "--protected-mode",
+                "yes",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1)
         deadline = time.monotonic() + 10
@@ -136,10 +150,25 @@ def celery_worker(transactional_db, redis_url, tmp_path):
     log_path = tmp_path / "worker.log"
     log = open(log_path, "w")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "gamut_site", "worker", "--pool=solo",
-         "--loglevel=WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle",
-         "-n", f"test-{os.getpid()}@%h"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "gamut_site",
+            "worker",
+            "--pool=solo",
+            "--loglevel=WARNING",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+            "-n",
+            f"test-{os.getpid()}@%h",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         yield proc, log_path

@@ -5,7 +5,7 @@ register = template.Library()
 
 @register.filter
 def keypairs(value: str) -> list[tuple[str, str]]:
-    """"a:Accept,r:Revise" -> [("a", "Accept"), ("r", "Revise")] for the keys dialog."""
+    """ "a:Accept,r:Revise" -> [("a", "Accept"), ("r", "Revise")] for the keys dialog."""
     pairs = []
     for item in value.split(","):
         key, _, what = item.partition(":")

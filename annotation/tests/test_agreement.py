@@ -9,8 +9,12 @@ def test_perfect_agreement_is_one():
 
 def test_known_value():
     # 10 pairs: observed 0.7; rater 1: 5 accept, 5 discard; rater 2: 6 accept, 4 discard.
-    pairs = ([("accept", "accept")] * 4 + [("accept", "discard")] * 1
-             + [("discard", "accept")] * 2 + [("discard", "discard")] * 3)
+    pairs = (
+        [("accept", "accept")] * 4
+        + [("accept", "discard")] * 1
+        + [("discard", "accept")] * 2
+        + [("discard", "discard")] * 3
+    )
     expected_chance = (5 * 6 + 5 * 4) / 100
     assert cohen_kappa(pairs) == pytest.approx((0.7 - expected_chance) / (1 - expected_chance))
 

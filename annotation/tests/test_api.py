@@ -76,9 +76,15 @@ def test_bad_token_is_refused(make_image):
 
 def test_submit_201(as_user, alice, make_image):
     _, (c,) = make_image()
-    response = post_review(as_user(alice, token=True), c, decision="revise",
-                           revised_text="What dish is this, and how is it made?",
-                           reasons=["unnatural_wording"], comment="clearer", seconds=30)
+    response = post_review(
+        as_user(alice, token=True),
+        c,
+        decision="revise",
+        revised_text="What dish is this, and how is it made?",
+        reasons=["unnatural_wording"],
+        comment="clearer",
+        seconds=30,
+    )
     assert response.status_code == 201, response.content
     body = response.json()
     assert body["decision"] == "revise" and body["annotator"] == "alice"
@@ -119,8 +125,9 @@ def test_submit_400_for_a_body_that_is_not_an_object(as_user, alice, make_image)
 @pytest.mark.parametrize("who", ["carol", "mallory", "root", "dave"])
 def test_submit_403_for_non_annotators(as_user, request, make_image, who):
     _, (c,) = make_image()
-    assert post_review(as_user(request.getfixturevalue(who)), c,
-                       decision="accept").status_code == 403
+    assert (
+        post_review(as_user(request.getfixturevalue(who)), c, decision="accept").status_code == 403
+    )
     assert not Review.objects.exists()
 
 
@@ -139,8 +146,9 @@ def test_submit_409_twice_and_when_full(as_user, alice, bob, erin, make_image):
 
 
 def test_submit_404_for_unknown_candidate(as_user, alice):
-    response = as_user(alice).post("/api/candidates/4242/reviews/", {"decision": "accept"},
-                                   format="json")
+    response = as_user(alice).post(
+        "/api/candidates/4242/reviews/", {"decision": "accept"}, format="json"
+    )
     assert response.status_code == 404
 
 
@@ -171,8 +179,9 @@ def test_everyone_sees_both_reviews_once_resolved(as_user, alice, bob, erin, mak
     assert sorted(r["annotator"] for r in body["reviews"]) == ["alice", "bob"]
 
 
-def test_adjudicator_sees_disputed_reviews_admin_sees_all(as_user, alice, bob, carol, root,
-                                                          make_image):
+def test_adjudicator_sees_disputed_reviews_admin_sees_all(
+    as_user, alice, bob, carol, root, make_image
+):
     _, (c, other) = make_image(texts=["A?", "B?"])
     post_review(as_user(alice), c, decision="accept")
     post_review(as_user(alice), other, decision="accept")
@@ -230,15 +239,20 @@ def test_adjudication_contract(as_user, alice, carol, disputed, make_image):
     assert carol_client.post(url, {"decision": "accept"}, format="json").status_code == 400
     assert carol_client.post(url, {"decision": "revise"}, format="json").status_code == 400
     assert as_user(alice).post(url, {"decision": "discard"}, format="json").status_code == 403
-    response = carol_client.post(url, {"decision": "revise", "revised_text": "What dish is this?"},
-                                 format="json")
+    response = carol_client.post(
+        url, {"decision": "revise", "revised_text": "What dish is this?"}, format="json"
+    )
     assert response.status_code == 201
     assert response.json()["candidate_status"] == "revised"
     assert response.json()["new_candidate"]
     assert carol_client.post(url, {"decision": "discard"}, format="json").status_code == 409
     _, (open_one,) = make_image("img-2")
-    assert carol_client.post(f"/api/candidates/{open_one.pk}/adjudication/",
-                             {"decision": "discard"}, format="json").status_code == 409
+    assert (
+        carol_client.post(
+            f"/api/candidates/{open_one.pk}/adjudication/", {"decision": "discard"}, format="json"
+        ).status_code
+        == 409
+    )
 
 
 def test_adjudicator_who_reviewed_gets_403(as_user, alice, bob, make_image):
@@ -248,8 +262,9 @@ def test_adjudicator_who_reviewed_gets_403(as_user, alice, bob, make_image):
     _, (c,) = make_image()
     post_review(as_user(alice), c, decision="accept")
     post_review(as_user(bob), c, decision="discard")
-    response = as_user(alice).post(f"/api/candidates/{c.pk}/adjudication/",
-                                   {"decision": "accept"}, format="json")
+    response = as_user(alice).post(
+        f"/api/candidates/{c.pk}/adjudication/", {"decision": "accept"}, format="json"
+    )
     assert response.status_code == 403
 
 
@@ -260,9 +275,15 @@ def test_image_detail(as_user, alice, bob, root, make_image):
     _, (c1, c2) = make_image(texts=["A?", "B?"])
     client = as_user(alice)
     body = client.get("/api/images/img-1/").json()
-    assert body == {"source_id": "img-1", "entity": "Beef bourguignon", "domain": "food",
-                    "popularity": "head", "status": "in_review",
-                    "candidates": [c1.pk, c2.pk], "question": None}
+    assert body == {
+        "source_id": "img-1",
+        "entity": "Beef bourguignon",
+        "domain": "food",
+        "popularity": "head",
+        "status": "in_review",
+        "candidates": [c1.pk, c2.pk],
+        "question": None,
+    }
     for c in (c1, c2):
         post_review(as_user(alice), c, decision="discard")
         post_review(as_user(bob), c, decision="discard")
@@ -286,8 +307,12 @@ def test_schema_and_docs(as_user, alice):
     schema = client.get("/api/schema/")
     assert schema.status_code == 200
     text = schema.content.decode()
-    for path in ("/api/review/claim/", "/api/candidates/{candidate_id}/reviews/",
-                 "/api/adjudication/claim/", "/api/images/{source_id}/"):
+    for path in (
+        "/api/review/claim/",
+        "/api/candidates/{candidate_id}/reviews/",
+        "/api/adjudication/claim/",
+        "/api/images/{source_id}/",
+    ):
         assert path in text
 
 

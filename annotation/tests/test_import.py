@@ -16,8 +16,14 @@ pytestmark = pytest.mark.django_db
 
 
 def line(source_id="s1", image="s1.png", **extra):
-    obj = {"source_id": source_id, "image": image, "entity": "Falcon 9", "domain": "vehicles",
-           "popularity": "torso", **extra}
+    obj = {
+        "source_id": source_id,
+        "image": image,
+        "entity": "Falcon 9",
+        "domain": "vehicles",
+        "popularity": "torso",
+        **extra,
+    }
     return json.dumps(obj)
 
 
@@ -40,17 +46,27 @@ def run(folder, lines, capsys):
 
 
 def test_imports_images_and_round_one_candidates(folder, capsys):
-    code, out, _ = run(folder, [
-        line("s1", "s1.png", egocentric=True,
-             candidates=["What rocket is this?", "How does it land?"]),
-        line("s2", "s2.png"),
-    ], capsys)
+    code, out, _ = run(
+        folder,
+        [
+            line(
+                "s1",
+                "s1.png",
+                egocentric=True,
+                candidates=["What rocket is this?", "How does it land?"],
+            ),
+            line("s2", "s2.png"),
+        ],
+        capsys,
+    )
     assert code == 0
     assert "imported 2 image(s), skipped 0" in out
     s1 = Image.objects.get(source_id="s1")
     assert s1.egocentric and s1.popularity == "torso" and s1.file.read() == png_bytes()
     assert list(Candidate.objects.filter(image=s1).values_list("text", "round", "status")) == [
-        ("What rocket is this?", 1, "open"), ("How does it land?", 1, "open")]
+        ("What rocket is this?", 1, "open"),
+        ("How does it land?", 1, "open"),
+    ]
     batch = ImportBatch.objects.get()
     assert batch.imported == 2 and batch.source == "command"
     assert AuditEvent.objects.filter(action="images.import").count() == 1
@@ -72,8 +88,10 @@ def test_reimport_skips_existing_and_says_so(folder, capsys):
         (line("s3", "notes.png"), "'notes.png' is not an image"),
         (line("s3", "../s1.png"), "inside the manifest's folder"),
         (line("s3", "s2.png", popularity="famous"), "popularity must be head, torso or tail"),
-        (json.dumps({"source_id": "s3", "image": "s2.png", "domain": "x", "popularity": "head"}),
-         "missing field 'entity'"),
+        (
+            json.dumps({"source_id": "s3", "image": "s2.png", "domain": "x", "popularity": "head"}),
+            "missing field 'entity'",
+        ),
         (line("s3", "s2.png", egocentric="yes"), "egocentric must be true or false"),
         (line("s3", "s2.png", candidates="What?"), "candidates must be a list"),
         (line("s3", "s2.png", popularty="head"), "unknown field 'popularty'"),
@@ -93,8 +111,9 @@ def test_one_bad_line_fails_everything(folder, capsys, bad, message):
 
 
 def test_every_bad_line_is_reported(folder, capsys):
-    code, _, err = run(folder, [line("s1", "missing.png"), line("s2", "s2.png"),
-                                line("s3", "notes.png")], capsys)
+    code, _, err = run(
+        folder, [line("s1", "missing.png"), line("s2", "s2.png"), line("s3", "notes.png")], capsys
+    )
     assert code == 2
     assert "line 1:" in err and "line 3:" in err and "line 2:" not in err
 
@@ -138,10 +157,14 @@ def manifest_file(*lines) -> io.BytesIO:
 def test_api_import(root):
     client = APIClient()
     client.force_authenticate(root)
-    response = client.post("/api/images/import/", {
-        "manifest": manifest_file(line("s1", "photos/s1.png", candidates=["What is it?"])),
-        "images": zip_of({"photos/s1.png": png_bytes()}),
-    }, format="multipart")
+    response = client.post(
+        "/api/images/import/",
+        {
+            "manifest": manifest_file(line("s1", "photos/s1.png", candidates=["What is it?"])),
+            "images": zip_of({"photos/s1.png": png_bytes()}),
+        },
+        format="multipart",
+    )
     assert response.status_code == 201, response.content
     assert response.json() == {"imported": ["s1"], "skipped": []}
     assert ImportBatch.objects.get().source == "api"
@@ -150,10 +173,14 @@ def test_api_import(root):
 def test_api_import_bad_lines_400(root):
     client = APIClient()
     client.force_authenticate(root)
-    response = client.post("/api/images/import/", {
-        "manifest": manifest_file(line("s1", "s1.png"), line("s2", "s2.png")),
-        "images": zip_of({"s1.png": png_bytes()}),
-    }, format="multipart")
+    response = client.post(
+        "/api/images/import/",
+        {
+            "manifest": manifest_file(line("s1", "s1.png"), line("s2", "s2.png")),
+            "images": zip_of({"s1.png": png_bytes()}),
+        },
+        format="multipart",
+    )
     assert response.status_code == 400
     assert response.json()["errors"] == ["line 2: image 's2.png' not found"]
     assert not Image.objects.exists()
@@ -162,30 +189,41 @@ def test_api_import_bad_lines_400(root):
 def test_api_import_refuses_unsafe_zip_and_non_admins(root, alice):
     client = APIClient()
     client.force_authenticate(root)
-    response = client.post("/api/images/import/", {
-        "manifest": manifest_file(line("s1", "s1.png")),
-        "images": zip_of({"../evil.png": png_bytes()}),
-    }, format="multipart")
+    response = client.post(
+        "/api/images/import/",
+        {
+            "manifest": manifest_file(line("s1", "s1.png")),
+            "images": zip_of({"../evil.png": png_bytes()}),
+        },
+        format="multipart",
+    )
     assert response.status_code == 400 and "unsafe path" in response.json()["errors"][0]
     client.force_authenticate(alice)
-    response = client.post("/api/images/import/", {"manifest": manifest_file(line())},
-                           format="multipart")
+    response = client.post(
+        "/api/images/import/", {"manifest": manifest_file(line())}, format="multipart"
+    )
     assert response.status_code == 403
 
 
 def test_browser_import(client, root, alice):
     client.force_login(root)
-    response = client.post("/import/", {
-        "manifest": manifest_file(line("s1", "s1.png")),
-        "images": zip_of({"s1.png": png_bytes()}),
-    })
+    response = client.post(
+        "/import/",
+        {
+            "manifest": manifest_file(line("s1", "s1.png")),
+            "images": zip_of({"s1.png": png_bytes()}),
+        },
+    )
     assert response.status_code == 200
     assert b"Imported 1 image" in response.content
     assert ImportBatch.objects.get().source == "web"
-    response = client.post("/import/", {
-        "manifest": manifest_file(line("s2", "nope.png")),
-        "images": zip_of({"s1.png": png_bytes()}),
-    })
+    response = client.post(
+        "/import/",
+        {
+            "manifest": manifest_file(line("s2", "nope.png")),
+            "images": zip_of({"s1.png": png_bytes()}),
+        },
+    )
     assert response.status_code == 400 and b"Nothing was imported" in response.content
     client.force_login(alice)
     assert client.get("/import/").status_code == 403
@@ -214,8 +252,10 @@ def test_load_demo_gives_the_result_pages_demo_answers_and_verdicts(capsys):
     assert not Verdict.objects.filter(verdict="failed").exists()
     boards = {j.name: leaderboard(judge=j, setting="multimodal") for j in Judge.objects.all()}
     for board in boards.values():
-        assert [(r.model, r.scored) for r in board.rows] == [("demo-model-a", 1),
-                                                              ("demo-model-b", 1)]
+        assert [(r.model, r.scored) for r in board.rows] == [
+            ("demo-model-a", 1),
+            ("demo-model-b", 1),
+        ]
     strict, lenient = boards["demo-judge-strict"], boards["demo-judge-lenient"]
     assert strict.rows[0].gamut > strict.rows[1].gamut  # the good answer wins
     assert lenient.rows[1].gamut > strict.rows[1].gamut  # the lenient judge is kinder

@@ -26,17 +26,22 @@ from tests.fake_llm import GEMINI_KEY, FakeLLM, Reply, fake_llm  # noqa: F401 (f
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the chunk records from its own thread
 
-QUESTIONS = ["What kind of stew is this and how is it traditionally made?",
-             "Where does this dish come from and how has the recipe changed over time?",
-             "What wine would go with this dish, and why does it suit it?"]
+QUESTIONS = [
+    "What kind of stew is this and how is it traditionally made?",
+    "Where does this dish come from and how has the recipe changed over time?",
+    "What wine would go with this dish, and why does it suit it?",
+]
 
 
 @pytest.fixture
 def sent(monkeypatch) -> list[int]:
     """Chunk tasks caught instead of going to a broker; the tests run chunks in-process."""
     calls: list[int] = []
-    monkeypatch.setattr(run_job_chunk, "delay_on_commit",
-                        lambda job_id: transaction.on_commit(lambda: calls.append(job_id)))
+    monkeypatch.setattr(
+        run_job_chunk,
+        "delay_on_commit",
+        lambda job_id: transaction.on_commit(lambda: calls.append(job_id)),
+    )
     return calls
 
 
@@ -48,13 +53,20 @@ def fake(fake_llm: FakeLLM) -> FakeLLM:  # noqa: F811 (the imported fixture)
 @pytest.fixture
 def model(settings) -> LLMModel:
     settings.LLM_MODEL_GENERATION = settings.LLM_MODEL_GUARD = "gemini-test"
-    return LLMModel.objects.create(name="gemini-test", provider="gemini",
-                                   model="gemini-2.5-flash", requests_per_minute=0)
+    return LLMModel.objects.create(
+        name="gemini-test", provider="gemini", model="gemini-2.5-flash", requests_per_minute=0
+    )
 
 
 def gateway_factory(fake: FakeLLM) -> Callable[[], Gateway]:
-    conf = GatewaySettings(gemini_api_key=GEMINI_KEY, gemini_base_url=fake.base_url,
-                           timeout_s=5, max_attempts=2, backoff_base_s=0.01, backoff_cap_s=0.02)
+    conf = GatewaySettings(
+        gemini_api_key=GEMINI_KEY,
+        gemini_base_url=fake.base_url,
+        timeout_s=5,
+        max_attempts=2,
+        backoff_base_s=0.01,
+        backoff_cap_s=0.02,
+    )
     return lambda: Gateway(limiter=MemoryTokenBucket(), conf=conf)
 
 
@@ -72,15 +84,27 @@ def reply(payload: dict[str, Any]) -> Reply:
     return Reply(text=json.dumps(payload))
 
 
-def verdict(candidate: Candidate, *, ok: bool = True, stranger: bool = True,
-            boilerplate: bool = False, reason: str = "fine") -> dict[str, Any]:
-    return {"id": candidate.pk, "passes_hard_requirements": ok, "stranger_test_pass": stranger,
-            "boilerplate": boilerplate, "reason": reason}
+def verdict(
+    candidate: Candidate,
+    *,
+    ok: bool = True,
+    stranger: bool = True,
+    boilerplate: bool = False,
+    reason: str = "fine",
+) -> dict[str, Any]:
+    return {
+        "id": candidate.pk,
+        "passes_hard_requirements": ok,
+        "stranger_test_pass": stranger,
+        "boilerplate": boilerplate,
+        "reason": reason,
+    }
 
 
 def accept(*candidates: Candidate) -> None:
     Candidate.objects.filter(pk__in=[c.pk for c in candidates]).update(
-        status=CandidateStatus.ACCEPTED, resolved_at=timezone.now())
+        status=CandidateStatus.ACCEPTED, resolved_at=timezone.now()
+    )
 
 
 def image_parts(fake: FakeLLM, index: int = 0) -> list[dict[str, Any]]:
@@ -91,7 +115,8 @@ def image_parts(fake: FakeLLM, index: int = 0) -> list[dict[str, Any]]:
 
 
 def test_generation_creates_llm_candidates_in_the_next_round_with_the_image_inline(
-        sent, model, make_image, fake, root):
+    sent, model, make_image, fake, root
+):
     image, (old,) = make_image("img-1", entity="Beef bourguignon", domain="food")
     Candidate.objects.filter(pk=old.pk).update(status=CandidateStatus.DISCARDED)
     make_image("img-2")  # has an open candidate: does not need new ones
@@ -105,7 +130,10 @@ def test_generation_creates_llm_candidates_in_the_next_round_with_the_image_inli
     assert [c.text for c in new] == QUESTIONS
     assert {(c.round, c.status, c.author_id) for c in new} == {(2, CandidateStatus.OPEN, None)}
     assert JobItem.objects.get(job=job).result == {
-        "image": "img-1", "round": 2, "candidates": [c.pk for c in new]}
+        "image": "img-1",
+        "round": 2,
+        "candidates": [c.pk for c in new],
+    }
     parts = image_parts(fake)
     inline = next(p["inlineData"] for p in parts if "inlineData" in p)
     assert (inline.get("mimeType") or inline.get("mime_type")) == "image/png"
@@ -125,9 +153,14 @@ def test_a_redelivered_item_creates_nothing_twice(sent, model, make_image, fake,
     # The worker applied the result but died before recording it: the lease expires and the
     # item is claimed again.
     JobItem.objects.filter(pk=item.pk).update(
-        status=ItemStatus.RUNNING, lease_until=timezone.now() - timedelta(seconds=1))
-    Job.objects.filter(pk=job.pk).update(status=JobStatus.RUNNING, finished_at=None,
-                                         items_done=F("items_done") - 1, items_remaining=1)
+        status=ItemStatus.RUNNING, lease_until=timezone.now() - timedelta(seconds=1)
+    )
+    Job.objects.filter(pk=job.pk).update(
+        status=JobStatus.RUNNING,
+        finished_at=None,
+        items_done=F("items_done") - 1,
+        items_remaining=1,
+    )
     calls = len(fake.requests)
 
     job = drain(job, fake)
@@ -138,17 +171,20 @@ def test_a_redelivered_item_creates_nothing_twice(sent, model, make_image, fake,
     assert Candidate.objects.filter(image=image, origin=CandidateOrigin.LLM).count() == 3
     assert len(fake.requests) == calls  # applied already: no second call either
     # A direct second application (two deliveries racing past the read) is refused too.
-    again = llm_jobs.apply_generation(job_id=job.pk, key=item.key, image_id=image.pk,
-                                      questions=["Something else entirely?"] * 3)
+    again = llm_jobs.apply_generation(
+        job_id=job.pk, key=item.key, image_id=image.pk, questions=["Something else entirely?"] * 3
+    )
     assert again == first and Candidate.objects.filter(image=image).count() == 4
 
 
 def test_invalid_output_twice_fails_the_item_with_its_reason_and_raw_text(
-        sent, model, make_image, fake, root):
+    sent, model, make_image, fake, root
+):
     image, (old,) = make_image("img-1")
     Candidate.objects.filter(pk=old.pk).update(status=CandidateStatus.DISCARDED)
-    fake.queue(Reply(text="not json at all"),
-                   reply({"questions": ["Only one question?"]}))  # the repair: too few
+    fake.queue(
+        Reply(text="not json at all"), reply({"questions": ["Only one question?"]})
+    )  # the repair: too few
 
     job = drain(llm_jobs.generation_launch(user=root), fake)
 
@@ -165,31 +201,51 @@ def test_invalid_output_twice_fails_the_item_with_its_reason_and_raw_text(
 
 
 def test_guard_rejects_a_leading_one_with_its_reason_selects_and_promotes(
-        sent, model, make_image, fake, root):
-    image, (leading, good, plain) = make_image("img-1", texts=[
-        "How does this engine's turbocharger improve on the previous generation?",
-        "What kind of car is this and how does it perform?",
-        "What is this and what is its history?"])
+    sent, model, make_image, fake, root
+):
+    image, (leading, good, plain) = make_image(
+        "img-1",
+        texts=[
+            "How does this engine's turbocharger improve on the previous generation?",
+            "What kind of car is this and how does it perform?",
+            "What is this and what is its history?",
+        ],
+    )
     accept(leading, good, plain)
     reason = "Presumes the car and its engine history are already recognized."
-    fake.queue(reply({
-        "verdicts": [verdict(leading, ok=False, stranger=False, reason=reason),
-                     verdict(good), verdict(plain, boilerplate=True, reason="fits any car")],
-        "selected": good.pk, "new_candidates": []}))
+    fake.queue(
+        reply(
+            {
+                "verdicts": [
+                    verdict(leading, ok=False, stranger=False, reason=reason),
+                    verdict(good),
+                    verdict(plain, boilerplate=True, reason="fits any car"),
+                ],
+                "selected": good.pk,
+                "new_candidates": [],
+            }
+        )
+    )
 
     job = drain(llm_jobs.guard_launch(user=root), fake)
 
     assert (job.status, job.items_done) == (JobStatus.DONE, 1)
     question = FinalQuestion.objects.get(image=image)
     assert (question.candidate_id, question.method, question.promoted_by) == (
-        good.pk, FinalQuestion.Method.GUARD, None)
+        good.pk,
+        FinalQuestion.Method.GUARD,
+        None,
+    )
     verdicts = {e.candidate_id: e.data for e in AuditEvent.objects.filter(action="guard.verdict")}
     assert verdicts[leading.pk]["reason"] == reason
     assert verdicts[leading.pk]["stranger_test_pass"] is False
     assert verdicts[good.pk]["selected"] is True and verdicts[plain.pk]["boilerplate"] is True
     result = JobItem.objects.get(job=job).result
     assert (result["selected"], result["rejected"], result["proposed"]) == (
-        good.pk, [leading.pk], [])
+        good.pk,
+        [leading.pk],
+        [],
+    )
     prompt = next(p["text"] for p in image_parts(fake) if "text" in p)
     assert f"id {leading.pk}: How does this engine" in prompt
     assert any("inlineData" in p for p in image_parts(fake))
@@ -198,8 +254,11 @@ def test_guard_rejects_a_leading_one_with_its_reason_selects_and_promotes(
 def test_guard_repairs_an_inconsistent_selection(sent, model, make_image, fake, root):
     image, (leading, good) = make_image("img-1", texts=["Leading?", "Good?"])
     accept(leading, good)
-    bad = {"verdicts": [verdict(leading, ok=False, stranger=False), verdict(good)],
-           "selected": leading.pk, "new_candidates": []}
+    bad = {
+        "verdicts": [verdict(leading, ok=False, stranger=False), verdict(good)],
+        "selected": leading.pk,
+        "new_candidates": [],
+    }
     fake.queue(reply(bad), reply({**bad, "selected": good.pk}))
 
     drain(llm_jobs.guard_launch(user=root, image_ids=[image.pk]), fake)
@@ -210,16 +269,26 @@ def test_guard_repairs_an_inconsistent_selection(sent, model, make_image, fake, 
 
 
 def test_guard_proposes_new_candidates_when_all_accepted_ones_are_boilerplate(
-        sent, model, make_image, fake, root):
-    image, (first, second) = make_image("img-1", texts=["What is this dish?",
-                                                        "What is the history of this dish?"])
+    sent, model, make_image, fake, root
+):
+    image, (first, second) = make_image(
+        "img-1", texts=["What is this dish?", "What is the history of this dish?"]
+    )
     accept(first, second)
-    proposals = ["Why does this stew taste better the day after it is cooked?",
-                 "What cut of beef suits this dish and how long should it braise?",
-                 "How did this dish go from peasant food to a restaurant classic?"]
-    fake.queue(reply({"verdicts": [verdict(first, boilerplate=True),
-                                       verdict(second, boilerplate=True)],
-                          "selected": None, "new_candidates": proposals}))
+    proposals = [
+        "Why does this stew taste better the day after it is cooked?",
+        "What cut of beef suits this dish and how long should it braise?",
+        "How did this dish go from peasant food to a restaurant classic?",
+    ]
+    fake.queue(
+        reply(
+            {
+                "verdicts": [verdict(first, boilerplate=True), verdict(second, boilerplate=True)],
+                "selected": None,
+                "new_candidates": proposals,
+            }
+        )
+    )
 
     job = drain(llm_jobs.guard_launch(user=root), fake)
 

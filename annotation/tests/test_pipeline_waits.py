@@ -25,8 +25,11 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def sent(monkeypatch) -> list[int]:
     calls: list[int] = []
-    monkeypatch.setattr(run_job_chunk, "delay_on_commit",
-                        lambda job_id: transaction.on_commit(lambda: calls.append(job_id)))
+    monkeypatch.setattr(
+        run_job_chunk,
+        "delay_on_commit",
+        lambda job_id: transaction.on_commit(lambda: calls.append(job_id)),
+    )
     return calls
 
 
@@ -34,8 +37,9 @@ def rubric_at(source_id: str, *stages: tuple[str, bool]) -> Rubric:
     """A question whose rubric has versions of these (stage, frozen) pairs, in order."""
     rubric = Rubric.objects.create(question=make_question(source_id))
     for stage, frozen in stages:
-        RubricVersion.objects.create(rubric=rubric, stage=stage, meta_rubric={},
-                                     frozen_at=timezone.now() if frozen else None)
+        RubricVersion.objects.create(
+            rubric=rubric, stage=stage, meta_rubric={}, frozen_at=timezone.now() if frozen else None
+        )
     return rubric
 
 
@@ -43,7 +47,7 @@ def waits(client) -> dict[str, int]:
     html = client.get(reverse("pipeline")).content.decode()
     found = {}
     for key in ["generate", "guard", "build", "refine1", "human1", "refine2", "human2", "final"]:
-        row = html[html.index(f'data-wait="{key}"'):]
+        row = html[html.index(f'data-wait="{key}"') :]
         found[key] = int(row.split('class="num">', 1)[1].split("<", 1)[0])
     return found
 
@@ -58,20 +62,39 @@ def test_pipeline_counts_what_each_stage_waits_for(client, root, make_image):
     make_question("q-build")
     rubric_at("q-r1", (Stage.LLM_DRAFT, True))
     rubric_at("q-h1", (Stage.LLM_DRAFT, True), (Stage.LLM_REFINED_1, True))
-    rubric_at("q-h1-open", (Stage.LLM_DRAFT, True), (Stage.LLM_REFINED_1, True),
-              (Stage.HUMAN_1, False))
-    rubric_at("q-r2", (Stage.LLM_DRAFT, True), (Stage.LLM_REFINED_1, True),
-              (Stage.HUMAN_1, True))
-    rubric_at("q-h2", (Stage.LLM_DRAFT, True), (Stage.LLM_REFINED_1, True),
-              (Stage.HUMAN_1, True), (Stage.LLM_REFINED_2, True))
-    rubric_at("q-final", (Stage.LLM_DRAFT, True), (Stage.LLM_REFINED_1, True),
-              (Stage.HUMAN_1, True), (Stage.LLM_REFINED_2, True), (Stage.HUMAN_2, True))
+    rubric_at(
+        "q-h1-open", (Stage.LLM_DRAFT, True), (Stage.LLM_REFINED_1, True), (Stage.HUMAN_1, False)
+    )
+    rubric_at("q-r2", (Stage.LLM_DRAFT, True), (Stage.LLM_REFINED_1, True), (Stage.HUMAN_1, True))
+    rubric_at(
+        "q-h2",
+        (Stage.LLM_DRAFT, True),
+        (Stage.LLM_REFINED_1, True),
+        (Stage.HUMAN_1, True),
+        (Stage.LLM_REFINED_2, True),
+    )
+    rubric_at(
+        "q-final",
+        (Stage.LLM_DRAFT, True),
+        (Stage.LLM_REFINED_1, True),
+        (Stage.HUMAN_1, True),
+        (Stage.LLM_REFINED_2, True),
+        (Stage.HUMAN_2, True),
+    )
     client.force_login(root)
-    assert waits(client) == {"generate": 2, "guard": 1, "build": 1, "refine1": 1, "human1": 2,
-                             "refine2": 1, "human2": 1, "final": 1}
+    assert waits(client) == {
+        "generate": 2,
+        "guard": 1,
+        "build": 1,
+        "refine1": 1,
+        "human1": 2,
+        "refine2": 1,
+        "human2": 1,
+        "final": 1,
+    }
     html = client.get(reverse("pipeline")).content.decode()
     for key in ["generate", "guard", "build", "refine1", "refine2"]:
-        assert f'{reverse("jobs")}#launch-{key}' in html
+        assert f"{reverse('jobs')}#launch-{key}" in html
 
 
 def test_pipeline_is_for_admins(client, alice):
@@ -108,23 +131,27 @@ def model(settings) -> LLMModel:
 
 def discard_twice(candidate, alice, bob, capture) -> None:
     with capture(execute=True):
-        services.review_submit(user=alice, candidate_id=candidate.pk, decision="discard",
-                               reasons=["boilerplate"])
+        services.review_submit(
+            user=alice, candidate_id=candidate.pk, decision="discard", reasons=["boilerplate"]
+        )
     with capture(execute=True):
-        services.review_submit(user=bob, candidate_id=candidate.pk, decision="discard",
-                               reasons=["boilerplate"])
+        services.review_submit(
+            user=bob, candidate_id=candidate.pk, decision="discard", reasons=["boilerplate"]
+        )
 
 
-def test_auto_generation_off_by_default(settings, alice, bob, make_image, model,
-                                        django_capture_on_commit_callbacks):
+def test_auto_generation_off_by_default(
+    settings, alice, bob, make_image, model, django_capture_on_commit_callbacks
+):
     assert settings.LLM_AUTO_GENERATE is False
     _, [candidate] = make_image("img-1")
     discard_twice(candidate, alice, bob, django_capture_on_commit_callbacks)
     assert not Job.objects.exists()
 
 
-def test_auto_generation_on_launches_for_the_image(settings, alice, bob, make_image, model,
-                                                   sent, django_capture_on_commit_callbacks):
+def test_auto_generation_on_launches_for_the_image(
+    settings, alice, bob, make_image, model, sent, django_capture_on_commit_callbacks
+):
     settings.LLM_AUTO_GENERATE = True
     _, [candidate] = make_image("img-1")
     make_image("img-2", [])  # needs candidates too, but review did not touch it
@@ -139,18 +166,18 @@ def test_auto_generation_on_launches_for_the_image(settings, alice, bob, make_im
     assert Job.objects.count() == 1
 
 
-def test_auto_generation_waits_while_a_candidate_is_pending(settings, alice, bob, make_image,
-                                                            model,
-                                                            django_capture_on_commit_callbacks):
+def test_auto_generation_waits_while_a_candidate_is_pending(
+    settings, alice, bob, make_image, model, django_capture_on_commit_callbacks
+):
     settings.LLM_AUTO_GENERATE = True
     _, [candidate, _other] = make_image("img-1", ["One question?", "Another question?"])
     discard_twice(candidate, alice, bob, django_capture_on_commit_callbacks)
     assert not Job.objects.exists()
 
 
-def test_auto_generation_without_a_model_is_logged_not_fatal(settings, alice, bob, make_image,
-                                                             caplog,
-                                                             django_capture_on_commit_callbacks):
+def test_auto_generation_without_a_model_is_logged_not_fatal(
+    settings, alice, bob, make_image, caplog, django_capture_on_commit_callbacks
+):
     settings.LLM_AUTO_GENERATE = True
     settings.LLM_MODEL_GENERATION = ""
     _, [candidate] = make_image("img-1")

@@ -164,8 +164,12 @@ def test_unknown_candidate(alice):
 def test_reasons_are_kept_in_tag_order(alice, make_image):
     _, (c,) = make_image()
     r = services.review_submit(
-        user=alice, candidate_id=c.pk, decision="discard",
-        reasons=["unnatural_wording", "leading", "leading"], comment=" hm ", seconds=42,
+        user=alice,
+        candidate_id=c.pk,
+        decision="discard",
+        reasons=["unnatural_wording", "leading", "leading"],
+        comment=" hm ",
+        seconds=42,
     )
     assert r.reasons == ["leading", "unnatural_wording"]
     assert (r.comment, r.seconds, r.slot) == ("hm", 42, 1)
@@ -176,8 +180,12 @@ def test_reasons_are_kept_in_tag_order(alice, make_image):
 
 def _raw_review(candidate, user, slot, **extra):
     return Review.objects.create(
-        candidate=candidate, annotator=user, slot=slot, decision="accept",
-        candidate_author_id=candidate.author_id, candidate_co_author_id=candidate.co_author_id,
+        candidate=candidate,
+        annotator=user,
+        slot=slot,
+        decision="accept",
+        candidate_author_id=candidate.author_id,
+        candidate_co_author_id=candidate.co_author_id,
         **extra,
     )
 
@@ -381,8 +389,9 @@ def test_adjudication_claim_is_exclusive(carol, disputed, db):
 
 def _status(source_id: str) -> str:
     image = Image.objects.with_counts().get(source_id=source_id)
-    return image_status(n_pending=image.n_pending, n_accepted=image.n_accepted,
-                        has_question=image.has_question)
+    return image_status(
+        n_pending=image.n_pending, n_accepted=image.n_accepted, has_question=image.has_question
+    )
 
 
 def test_image_needs_candidates_when_everything_is_resolved_and_nothing_accepted(

@@ -89,9 +89,11 @@ def test_htmx_submission_returns_the_next_candidate_panel(client, make_image, al
     _, (c1, c2) = make_image(texts=["First question?", "Second question?"])
     login(client, alice)
     client.get(reverse("review"))
-    response = client.post(reverse("review_submit", args=[c1.pk]),
-                           {"decision": "accept", "reasons": ["boilerplate"], "seconds": "12"},
-                           **HTMX)
+    response = client.post(
+        reverse("review_submit", args=[c1.pk]),
+        {"decision": "accept", "reasons": ["boilerplate"], "seconds": "12"},
+        **HTMX,
+    )
     body = response.content.decode()
     assert response.status_code == 200
     assert "<html" not in body  # the partial only
@@ -103,9 +105,11 @@ def test_htmx_submission_returns_the_next_candidate_panel(client, make_image, al
 def test_htmx_error_keeps_what_was_typed(client, make_image, alice):
     _, (c,) = make_image()
     login(client, alice)
-    response = client.post(reverse("review_submit", args=[c.pk]),
-                           {"decision": "revise", "revised_text": "", "comment": "keep me"},
-                           **HTMX)
+    response = client.post(
+        reverse("review_submit", args=[c.pk]),
+        {"decision": "revise", "revised_text": "", "comment": "keep me"},
+        **HTMX,
+    )
     body = response.content.decode()
     assert "revised_text is required" in body
     assert 'value="keep me"' in body
@@ -121,8 +125,13 @@ def test_plain_post_redirects(client, make_image, alice):
 
 def test_review_page_never_shows_the_other_review(client, make_image, alice, bob):
     _, (c,) = make_image()
-    services.review_submit(user=alice, candidate_id=c.pk, decision="revise",
-                           revised_text="Alice's secret wording?", comment="alice-comment")
+    services.review_submit(
+        user=alice,
+        candidate_id=c.pk,
+        decision="revise",
+        revised_text="Alice's secret wording?",
+        comment="alice-comment",
+    )
     login(client, bob)
     body = client.get(reverse("review")).content.decode()
     assert c.text in body
@@ -138,8 +147,12 @@ def test_csrf_is_enforced(make_image, alice):
     page = strict.get(reverse("review")).content.decode()
     assert 'hx-headers=\'{"X-CSRFToken": "' in page
     token = page.split('"X-CSRFToken": "')[1].split('"')[0]
-    response = strict.post(reverse("review_submit", args=[c.pk]), {"decision": "accept"},
-                           HTTP_X_CSRFTOKEN=token, **HTMX)
+    response = strict.post(
+        reverse("review_submit", args=[c.pk]),
+        {"decision": "accept"},
+        HTTP_X_CSRFTOKEN=token,
+        **HTMX,
+    )
     assert response.status_code == 200
     assert Review.objects.filter(candidate=c).exists()
 
@@ -157,9 +170,14 @@ def test_content_security_policy_forbids_inline_scripts(client, alice):
 def disputed(alice, bob, make_image):
     _, (c,) = make_image(texts=["What is this?"])
     services.review_submit(user=alice, candidate_id=c.pk, decision="accept")
-    services.review_submit(user=bob, candidate_id=c.pk, decision="revise",
-                           revised_text="What dish is this, and how is it cooked?",
-                           reasons=["not_research_intensive"], comment="too thin")
+    services.review_submit(
+        user=bob,
+        candidate_id=c.pk,
+        decision="revise",
+        revised_text="What dish is this, and how is it cooked?",
+        reasons=["not_research_intensive"],
+        comment="too thin",
+    )
     return c
 
 
@@ -172,12 +190,14 @@ def test_adjudication_page_shows_both_reviews_and_a_diff(client, carol, disputed
     assert 'value="accept"' in body  # one annotator accepted
 
 
-def test_adjudication_offers_accept_only_when_an_annotator_accepted(client, alice, bob, carol,
-                                                                   make_image):
+def test_adjudication_offers_accept_only_when_an_annotator_accepted(
+    client, alice, bob, carol, make_image
+):
     _, (c,) = make_image()
     services.review_submit(user=alice, candidate_id=c.pk, decision="discard")
-    services.review_submit(user=bob, candidate_id=c.pk, decision="revise",
-                           revised_text="Another question?")
+    services.review_submit(
+        user=bob, candidate_id=c.pk, decision="revise", revised_text="Another question?"
+    )
     login(client, carol)
     body = client.get(reverse("adjudicate")).content.decode()
     assert 'value="accept"' not in body and 'value="discard"' in body
@@ -186,8 +206,11 @@ def test_adjudication_offers_accept_only_when_an_annotator_accepted(client, alic
 def test_htmx_adjudication(client, carol, disputed):
     login(client, carol)
     client.get(reverse("adjudicate"))
-    response = client.post(reverse("adjudicate_submit", args=[disputed.pk]),
-                           {"decision": "accept", "seconds": "5"}, **HTMX)
+    response = client.post(
+        reverse("adjudicate_submit", args=[disputed.pk]),
+        {"decision": "accept", "seconds": "5"},
+        **HTMX,
+    )
     assert response.status_code == 200 and "Decision saved." in response.content.decode()
     disputed.refresh_from_db()
     assert disputed.status == "accepted"
@@ -223,8 +246,9 @@ def test_promotion_refused_to_non_admins(client, alice, bob, make_image):
 
 def test_agreement_page(client, root, alice, bob, erin, carol, make_image):
     _, cands = make_image(texts=["A?", "B?", "C?"])
-    for cand, (d1, d2) in zip(cands, [("accept", "accept"), ("discard", "accept"),
-                                      ("discard", "discard")], strict=True):
+    for cand, (d1, d2) in zip(
+        cands, [("accept", "accept"), ("discard", "accept"), ("discard", "discard")], strict=True
+    ):
         services.review_submit(user=alice, candidate_id=cand.pk, decision=d1, seconds=10)
         services.review_submit(user=bob, candidate_id=cand.pk, decision=d2, seconds=20)
     services.adjudication_resolve(user=carol, candidate_id=cands[1].pk, decision="discard")
@@ -248,8 +272,9 @@ def _fill(make_image, alice, bob, n_images: int):
 
 
 @pytest.mark.parametrize("n_images", [1, 8])
-def test_review_pages_query_counts(client, alice, bob, erin, carol, root, make_image,
-                                   django_assert_max_num_queries, n_images):
+def test_review_pages_query_counts(
+    client, alice, bob, erin, carol, root, make_image, django_assert_max_num_queries, n_images
+):
     _fill(make_image, alice, bob, n_images)
     login(client, erin)
     with django_assert_max_num_queries(18):
@@ -302,12 +327,18 @@ def test_form_without_javascript_sends_the_box_and_still_works(client, make_imag
     """Without JavaScript the prefilled revision box is always posted; only revise reads it."""
     _, (c1, c2) = make_image(texts=["First question?", "Second question?"])
     login(client, alice)
-    client.post(reverse("review_submit", args=[c1.pk]),
-                {"decision": "accept", "revised_text": "First question?"})
-    client.post(reverse("review_submit", args=[c2.pk]),
-                {"decision": "revise", "revised_text": "A better second question?"})
+    client.post(
+        reverse("review_submit", args=[c1.pk]),
+        {"decision": "accept", "revised_text": "First question?"},
+    )
+    client.post(
+        reverse("review_submit", args=[c2.pk]),
+        {"decision": "revise", "revised_text": "A better second question?"},
+    )
     assert list(Review.objects.order_by("id").values_list("decision", "revised_text")) == [
-        ("accept", ""), ("revise", "A better second question?")]
+        ("accept", ""),
+        ("revise", "A better second question?"),
+    ]
 
 
 def test_admin_corrects_drops_and_restores_a_question(client, root, alice, bob, make_image):
@@ -332,4 +363,7 @@ def test_admin_corrects_drops_and_restores_a_question(client, root, alice, bob, 
     question.refresh_from_db()
     assert question.dropped_at is None
     assert list(question.corrections.values_list("field", flat=True)) == [
-        "entity", "drop", "restore"]
+        "entity",
+        "drop",
+        "restore",
+    ]

@@ -74,8 +74,11 @@ def test_tau_b_against_scipy_on_fixed_data():
 
 
 scores_lists = st.integers(min_value=2, max_value=12).flatmap(
-    lambda n: st.tuples(st.lists(st.integers(-3, 3), min_size=n, max_size=n),
-                        st.lists(st.integers(-3, 3), min_size=n, max_size=n)))
+    lambda n: st.tuples(
+        st.lists(st.integers(-3, 3), min_size=n, max_size=n),
+        st.lists(st.integers(-3, 3), min_size=n, max_size=n),
+    )
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -126,7 +129,8 @@ def test_fully_reversed_ranking_swaps_every_neighbour():
 
 
 distinct_scores = st.integers(min_value=2, max_value=9).flatmap(
-    lambda n: st.tuples(st.permutations(range(n)), st.permutations(range(n))))
+    lambda n: st.tuples(st.permutations(range(n)), st.permutations(range(n)))
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -145,9 +149,11 @@ def test_no_swap_exactly_when_the_orders_agree(pair):
 
 
 def test_rank_agreement_uses_the_models_both_judges_scored():
-    scores = {"j1": {"a": 3.0, "b": 2.0, "c": 1.0, "d": 9.0},
-              "j2": {"a": 1.0, "b": 2.0, "c": 3.0, "d": None},
-              "j3": {"a": 3.0, "b": 2.0, "c": 1.0}}
+    scores = {
+        "j1": {"a": 3.0, "b": 2.0, "c": 1.0, "d": 9.0},
+        "j2": {"a": 1.0, "b": 2.0, "c": 3.0, "d": None},
+        "j3": {"a": 3.0, "b": 2.0, "c": 1.0},
+    }
     pairs = {(p.judge_a, p.judge_b): p for p in rank_agreement(scores)}
     assert list(pairs) == [("j1", "j2"), ("j1", "j3"), ("j2", "j3")]
     assert pairs[("j1", "j2")].models == 3 and pairs[("j1", "j2")].tau == pytest.approx(-1)
@@ -160,8 +166,7 @@ def test_rank_agreement_uses_the_models_both_judges_scored():
 
 def test_setting_gaps_cost_is_text_only_minus_multimodal():
     rows = setting_gaps({"a": 20.0, "b": 50.0, "c": 10.0}, {"a": 60.0, "b": 45.0, "d": 5.0})
-    assert [(r.model, r.cost) for r in rows] == [("a", 40.0), ("b", -5.0), ("c", None),
-                                                 ("d", None)]
+    assert [(r.model, r.cost) for r in rows] == [("a", 40.0), ("b", -5.0), ("c", None), ("d", None)]
     assert rows[2].multimodal == 10.0 and rows[2].text_only is None
 
 
@@ -180,8 +185,7 @@ def test_largest_differences_by_hand():
     assert (rows["gemini"].high, rows["gemini"].low) == ("gemini-judge", "claude-judge")
     assert rows["llama"].difference is None  # a single judge scored it
     # gemini and gpt both spread 14 (ties by name), claude 12, llama last.
-    assert [r.model for r in largest_differences(SCORES)] == ["gemini", "gpt", "claude",
-                                                              "llama"]
+    assert [r.model for r in largest_differences(SCORES)] == ["gemini", "gpt", "claude", "llama"]
 
 
 def test_leniency_by_hand_and_against_numpy():
@@ -204,8 +208,10 @@ def test_leniency_without_common_models():
 
 
 judge_scores = st.integers(min_value=2, max_value=5).flatmap(
-    lambda k: st.lists(st.lists(st.floats(-100, 100), min_size=3, max_size=3),
-                       min_size=k, max_size=k))
+    lambda k: st.lists(
+        st.lists(st.floats(-100, 100), min_size=3, max_size=3), min_size=k, max_size=k
+    )
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -217,15 +223,19 @@ def test_leniencies_sum_to_zero(matrix):
 
 
 def test_own_models_rules_in_order():
-    judges = [JudgeRef("gemini-judge", 1, "gemini-2.5-pro"),
-              JudgeRef("GPT-4o_judge", None, ""),
-              JudgeRef("sonnet", 7, "claude-sonnet-4"),
-              JudgeRef("llama judge", None, "other"),
-              JudgeRef("judge", None, "")]
-    models = [ModelRef("gemini-pro", 1, ""),  # rule 1: the same LLM model
-              ModelRef("gpt-4o", None, ""),  # rule 3: the name less "_judge"
-              ModelRef("claude", 3, "Claude-Sonnet-4"),  # rule 2: the provider model name
-              ModelRef("Gemini Judge", None, "")]
+    judges = [
+        JudgeRef("gemini-judge", 1, "gemini-2.5-pro"),
+        JudgeRef("GPT-4o_judge", None, ""),
+        JudgeRef("sonnet", 7, "claude-sonnet-4"),
+        JudgeRef("llama judge", None, "other"),
+        JudgeRef("judge", None, ""),
+    ]
+    models = [
+        ModelRef("gemini-pro", 1, ""),  # rule 1: the same LLM model
+        ModelRef("gpt-4o", None, ""),  # rule 3: the name less "_judge"
+        ModelRef("claude", 3, "Claude-Sonnet-4"),  # rule 2: the provider model name
+        ModelRef("Gemini Judge", None, ""),
+    ]
     assert own_models(judges, models) == {
         "gemini-judge": ["gemini-pro"],  # rule 1 wins over the name rule ("Gemini Judge")
         "GPT-4o_judge": ["gpt-4o"],
@@ -252,8 +262,14 @@ def test_self_preference_by_hand():
 
 
 def test_confusion_by_hand():
-    matrix = confusion([("meets", "meets", 6), ("meets", "missing", 2),
-                        ("missing", "missing", 2), ("failed", "meets", 1)])
+    matrix = confusion(
+        [
+            ("meets", "meets", 6),
+            ("meets", "missing", 2),
+            ("missing", "missing", 2),
+            ("failed", "meets", 1),
+        ]
+    )
     assert matrix.counts["meets"]["missing"] == 2 and matrix.counts["failed"]["meets"] == 1
     assert (matrix.total, matrix.graded) == (11, 10)
     assert matrix.agreement == pytest.approx(0.8)
@@ -270,8 +286,9 @@ def test_confusion_undefined_and_refused():
         confusion([("meets", "great", 1)])
 
 
-verdict_pairs = st.lists(st.tuples(st.sampled_from(LABELS), st.sampled_from(LABELS),
-                                   st.integers(1, 5)), max_size=30)
+verdict_pairs = st.lists(
+    st.tuples(st.sampled_from(LABELS), st.sampled_from(LABELS), st.integers(1, 5)), max_size=30
+)
 
 
 @settings(max_examples=200, deadline=None)

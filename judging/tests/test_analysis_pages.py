@@ -32,8 +32,9 @@ def _verdict(judge_i: int, model_i: int, setting_i: int, question_i: int, check_
     the first model (its own)."""
     if judge_i == 0 and model_i == 0:
         return "meets"
-    return CYCLE[(question_i + 2 * model_i + check_i + judge_i * (model_i + 1) + 3 * setting_i)
-                 % len(CYCLE)]
+    return CYCLE[
+        (question_i + 2 * model_i + check_i + judge_i * (model_i + 1) + 3 * setting_i) % len(CYCLE)
+    ]
 
 
 def _judge_all(judges, models, questions, *, skip=()):
@@ -45,9 +46,13 @@ def _judge_all(judges, models, questions, *, skip=()):
                     for ci, check in enumerate(final_checks(question)):
                         if (judge.name, model.name, setting, qi) in skip:
                             continue
-                        verdict_record(judge=judge, response=response, check=check,
-                                       verdict=_verdict(ji, mi, si, qi, ci),
-                                       rationale=f"{judge.name} on {check.check_id}")
+                        verdict_record(
+                            judge=judge,
+                            response=response,
+                            check=check,
+                            verdict=_verdict(ji, mi, si, qi, ci),
+                            rationale=f"{judge.name} on {check.check_id}",
+                        )
 
 
 @pytest.fixture
@@ -60,32 +65,53 @@ def build_world() -> dict:
     models, four questions with three checks, both settings. Question q0 was revised: its
     first frozen version was judged too, then replaced by a second one."""
     llm = LLMModel.objects.create(name="gemini-pro", provider="gemini", model="gemini-2.5-pro")
-    judges = [Judge.objects.create(name="gemini-judge", llm_model=llm),
-              Judge.objects.create(name="gpt-judge")]
-    models = [EvaluatedModel.objects.create(name="gemini", llm_model=llm),
-              EvaluatedModel.objects.create(name="GPT"),
-              EvaluatedModel.objects.create(name="claude")]
+    judges = [
+        Judge.objects.create(name="gemini-judge", llm_model=llm),
+        Judge.objects.create(name="gpt-judge"),
+    ]
+    models = [
+        EvaluatedModel.objects.create(name="gemini", llm_model=llm),
+        EvaluatedModel.objects.create(name="GPT"),
+        EvaluatedModel.objects.create(name="claude"),
+    ]
     questions = [make_question(f"q{i}", domain=["food", "art"][i % 2]) for i in range(4)]
     for question in questions:
         for model in models:
             for setting in ("multimodal", "text_only"):
-                Response.objects.create(model=model, question=question, setting=setting,
-                                        text=f"{model.name} answers {question.image.source_id}")
+                Response.objects.create(
+                    model=model,
+                    question=question,
+                    setting=setting,
+                    text=f"{model.name} answers {question.image.source_id}",
+                )
     _judge_all(judges, models, questions)
     # q0 gets a second frozen version (with evidence), judged again: the first's verdicts stay
     # in the tables but must not count.
     rubric = questions[0].rubric
     v2 = RubricVersion.objects.create(
-        rubric=rubric, stage="human_1", meta_rubric={"snippets": [
-            {"id": "s1", "url": "https://example.org/beef", "title": "Beef page",
-             "text": "Braised in red wine."}]}, frozen_at=timezone.now())
-    checks = add_checks(v2, ("answer_critical", "valuable"),
-                        texts={0: "Names the dish", 1: "Says it is braised in wine"})
+        rubric=rubric,
+        stage="human_1",
+        meta_rubric={
+            "snippets": [
+                {
+                    "id": "s1",
+                    "url": "https://example.org/beef",
+                    "title": "Beef page",
+                    "text": "Braised in red wine.",
+                }
+            ]
+        },
+        frozen_at=timezone.now(),
+    )
+    checks = add_checks(
+        v2,
+        ("answer_critical", "valuable"),
+        texts={0: "Names the dish", 1: "Says it is braised in wine"},
+    )
     checks[1].snippets = ["s1", "s9"]
     checks[1].save()
     # gpt-judge has not judged claude's text-only answer to q0 in the new version yet.
-    _judge_all(judges, models, questions[:1],
-               skip={("gpt-judge", "claude", "text_only", 0)})
+    _judge_all(judges, models, questions[:1], skip={("gpt-judge", "claude", "text_only", 0)})
     return {"judges": judges, "models": models, "questions": questions}
 
 
@@ -96,8 +122,10 @@ def _independent_gamut(judge, model, setting) -> float | None:
     for question in make_questions():
         checks = final_checks(question)
         response = Response.objects.get(model=model, question=question, setting=setting)
-        given = {v.check_row_id: v.verdict
-                 for v in Verdict.objects.filter(judge=judge, response=response)}
+        given = {
+            v.check_row_id: v.verdict
+            for v in Verdict.objects.filter(judge=judge, response=response)
+        }
         if any(c.pk not in given for c in checks):
             continue
         total = weight = 0.0
@@ -105,8 +133,7 @@ def _independent_gamut(judge, model, setting) -> float | None:
             counts = Counter(given[c.pk] for c in checks if c.tier == tier)
             if not counts:
                 continue
-            m, p, s, c = (counts[k] for k in ("meets", "partially_meets", "missing",
-                                              "contradicts"))
+            m, p, s, c = (counts[k] for k in ("meets", "partially_meets", "missing", "contradicts"))
             total += w * (m + 0.5 * p - 2 * c) / (m + p + s + 2 * c)
             weight += w
         values.append(total / weight)
@@ -120,13 +147,21 @@ def make_questions():
 
 
 def _pages():
-    return [reverse("results_settings"), reverse("results_judges"),
-            reverse("results_questions"), reverse("results_question", args=["q0"])]
+    return [
+        reverse("results_settings"),
+        reverse("results_judges"),
+        reverse("results_questions"),
+        reverse("results_question", args=["q0"]),
+    ]
 
 
 def _apis():
-    return ["/api/leaderboard/", "/api/leaderboard/settings/", "/api/leaderboard/judges/",
-            "/api/leaderboard/questions/q0/"]
+    return [
+        "/api/leaderboard/",
+        "/api/leaderboard/settings/",
+        "/api/leaderboard/judges/",
+        "/api/leaderboard/questions/q0/",
+    ]
 
 
 # --- who may see them ------------------------------------------------------------------------
@@ -180,8 +215,7 @@ def test_leaderboard_links_to_the_analysis_pages(client, root, world):
 def test_settings_figures_against_the_verdict_rows(client, root, world):
     client.force_login(root)
     judge = world["judges"][1]
-    data = client.get(reverse("results_settings"), {"judge": judge.name,
-                                                    "format": "json"}).json()
+    data = client.get(reverse("results_settings"), {"judge": judge.name, "format": "json"}).json()
     assert data["judge"] == "gpt-judge" and data["questions"] == 4
     rows = {r["model"]: r for r in data["rows"]}
     assert set(rows) == {"gemini", "GPT", "claude"}
@@ -215,8 +249,7 @@ def test_settings_page_table_chart_and_csv(client, root, world):
     assert [r["model"] for r in rows] == [r["model"] for r in data["rows"]]
     assert float(rows[0]["cost"]) == pytest.approx(data["rows"][0]["cost"])
     # An unknown judge falls back to the first, as on the leaderboard.
-    assert client.get(url, {"judge": "nobody", "format": "json"}).json()["judge"] == \
-        "gemini-judge"
+    assert client.get(url, {"judge": "nobody", "format": "json"}).json()["judge"] == "gemini-judge"
 
 
 def _leaderboard_queries(judge, setting="multimodal") -> int:
@@ -238,12 +271,12 @@ def _results_world(n_models: int, n_judges: int) -> list[Judge]:
     for m in range(n_models):
         model = EvaluatedModel.objects.create(name=f"m{m}")
         for setting in ("multimodal", "text_only"):
-            response = Response.objects.create(model=model, question=question, setting=setting,
-                                               text="x")
+            response = Response.objects.create(
+                model=model, question=question, setting=setting, text="x"
+            )
             for judge in judges:
                 for check in final_checks(question):
-                    verdict_record(judge=judge, response=response, check=check,
-                                   verdict="meets")
+                    verdict_record(judge=judge, response=response, check=check, verdict="meets")
     return judges
 
 
@@ -269,8 +302,10 @@ def _independent_confusion(a, b, setting) -> Counter:
     """Pairs of verdicts of judges a and b on the same check row of each question's final
     version, straight from the rows."""
     final = {c.pk for q in make_questions() for c in final_checks(q)}
-    theirs = {(v.response_id, v.check_row_id): v.verdict
-              for v in Verdict.objects.filter(judge=b, response__setting=setting)}
+    theirs = {
+        (v.response_id, v.check_row_id): v.verdict
+        for v in Verdict.objects.filter(judge=b, response__setting=setting)
+    }
     out: Counter = Counter()
     for v in Verdict.objects.filter(judge=a, response__setting=setting):
         key = (v.response_id, v.check_row_id)
@@ -282,11 +317,12 @@ def _independent_confusion(a, b, setting) -> Counter:
 def test_judges_figures_against_the_verdict_rows(client, root, world):
     client.force_login(root)
     gem, gpt = world["judges"]
-    data = client.get(reverse("results_judges"), {"setting": "text_only",
-                                                  "format": "json"}).json()
+    data = client.get(reverse("results_judges"), {"setting": "text_only", "format": "json"}).json()
     assert data["setting"] == "text_only" and data["judges"] == ["gemini-judge", "gpt-judge"]
-    expected = {j.name: {m.name: _independent_gamut(j, m, "text_only") for m in world["models"]}
-                for j in world["judges"]}
+    expected = {
+        j.name: {m.name: _independent_gamut(j, m, "text_only") for m in world["models"]}
+        for j in world["judges"]
+    }
     for row in data["scores"]:
         for judge, score in row["scores"].items():
             assert score == pytest.approx(expected[judge][row["model"]], abs=1e-3)
@@ -295,8 +331,9 @@ def test_judges_figures_against_the_verdict_rows(client, root, world):
     # Leniency: each judge's mean over the three models minus the other's.
     means = {j: sum(per.values()) / 3 for j, per in expected.items()}
     leniency = {r["judge"]: r["leniency"] for r in data["leniency"]}
-    assert leniency["gemini-judge"] == pytest.approx(means["gemini-judge"] - means["gpt-judge"],
-                                                     abs=1e-3)
+    assert leniency["gemini-judge"] == pytest.approx(
+        means["gemini-judge"] - means["gpt-judge"], abs=1e-3
+    )
     assert leniency["gpt-judge"] == pytest.approx(-leniency["gemini-judge"], abs=1e-3)
     # Self-preference: gemini-judge and the model gemini share an LLM model; gpt-judge is
     # matched to GPT by its name (ignoring case).
@@ -326,8 +363,10 @@ def test_judges_figures_against_the_verdict_rows(client, root, world):
 def test_confusion_of_chosen_judges_and_settings(client, root, world):
     client.force_login(root)
     gem, gpt = world["judges"]
-    data = client.get(reverse("results_judges"), {"setting": "multimodal", "a": "gpt-judge",
-                                                  "b": "gemini-judge", "format": "json"}).json()
+    data = client.get(
+        reverse("results_judges"),
+        {"setting": "multimodal", "a": "gpt-judge", "b": "gemini-judge", "format": "json"},
+    ).json()
     matrix = data["confusion"]
     assert (matrix["judge_a"], matrix["judge_b"]) == ("gpt-judge", "gemini-judge")
     counted = _independent_confusion(gpt, gem, "multimodal")
@@ -337,13 +376,13 @@ def test_confusion_of_chosen_judges_and_settings(client, root, world):
 
 def test_failed_verdicts_show_in_the_confusion_matrix(client, root, world):
     gem, gpt = world["judges"]
-    response = Response.objects.get(model__name="claude", question__image__source_id="q0",
-                                    setting="text_only")
+    response = Response.objects.get(
+        model__name="claude", question__image__source_id="q0", setting="text_only"
+    )
     check = final_checks(world["questions"][0])[0]
     verdict_record(judge=gpt, response=response, check=check, verdict="failed")
     client.force_login(root)
-    data = client.get(reverse("results_judges"), {"setting": "text_only",
-                                                  "format": "json"}).json()
+    data = client.get(reverse("results_judges"), {"setting": "text_only", "format": "json"}).json()
     matrix = data["confusion"]
     failed = matrix["labels"].index("failed")
     assert sum(row[failed] for row in matrix["counts"]) == 1
@@ -437,9 +476,14 @@ def test_question_json_csv_and_scores(client, root, world):
     data = client.get(url, {"format": "json"}).json()
     assert data["image_url"] == "http://testserver/images/q0/photo"
     assert [c["check_id"] for c in data["checks"]] == ["C0", "C1"]
-    assert data["checks"][1]["evidence"] == [{"id": "s1", "url": "https://example.org/beef",
-                                              "title": "Beef page",
-                                              "text": "Braised in red wine."}]
+    assert data["checks"][1]["evidence"] == [
+        {
+            "id": "s1",
+            "url": "https://example.org/beef",
+            "title": "Beef page",
+            "text": "Braised in red wine.",
+        }
+    ]
     assert data["rubric_version"]["stage"] == "human_1"
     by = {(r["model"], r["setting"]): r for r in data["responses"]}
     assert len(by) == 6
@@ -452,30 +496,43 @@ def test_question_json_csv_and_scores(client, root, world):
     for r in data["responses"]:
         for entry in r["verdicts"]:
             for judge, v in entry["judges"].items():
-                row = Verdict.objects.get(judge__name=judge, response__model__name=r["model"],
-                                          response__setting=r["setting"],
-                                          response__question__image__source_id="q0",
-                                          check_row__check_id=entry["check_id"],
-                                          check_row__version__stage="human_1")
+                row = Verdict.objects.get(
+                    judge__name=judge,
+                    response__model__name=r["model"],
+                    response__setting=r["setting"],
+                    response__question__image__source_id="q0",
+                    check_row__check_id=entry["check_id"],
+                    check_row__version__stage="human_1",
+                )
                 assert (v["verdict"], v["rationale"]) == (row.verdict, row.rationale)
     response = client.get(url, {"format": "csv"})
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert len(rows) == 6 * 2 * 2 - 2  # responses x checks x judges, less the pending pair
-    assert set(rows[0]) == {"setting", "model", "check_id", "tier", "check", "judge",
-                            "verdict", "rationale"}
+    assert set(rows[0]) == {
+        "setting",
+        "model",
+        "check_id",
+        "tier",
+        "check",
+        "judge",
+        "verdict",
+        "rationale",
+    }
 
 
 def test_question_page_failed_verdict_and_missing_rubric(client, root, world):
     gem = world["judges"][0]
-    response = Response.objects.get(model__name="claude", question__image__source_id="q0",
-                                    setting="text_only")
+    response = Response.objects.get(
+        model__name="claude", question__image__source_id="q0", setting="text_only"
+    )
     check = final_checks(world["questions"][0])[0]
     Verdict.objects.filter(judge=gem, response=response, check_row=check).delete()
     verdict_record(judge=gem, response=response, check=check, verdict="failed")
     client.force_login(root)
     data = client.get(reverse("results_question", args=["q0"]), {"format": "json"}).json()
-    outcome = next(r for r in data["responses"]
-                   if (r["model"], r["setting"]) == ("claude", "text_only"))
+    outcome = next(
+        r for r in data["responses"] if (r["model"], r["setting"]) == ("claude", "text_only")
+    )
     assert outcome["scores"]["gemini-judge"]["status"] == "failed"
     assert client.get(reverse("results_question", args=["nope"])).status_code == 404
 
@@ -483,12 +540,19 @@ def test_question_page_failed_verdict_and_missing_rubric(client, root, world):
 def test_question_without_a_rubric(client, root, respond):
     from annotation.models import Candidate, CandidateStatus, FinalQuestion, Image
 
-    image = Image.objects.create(source_id="q1", file="images/q1.png", entity="Falcon 9",
-                                 domain="vehicles", popularity="torso")
-    candidate = Candidate.objects.create(image=image, text="What rocket is this?",
-                                         origin="import", status=CandidateStatus.ACCEPTED)
-    question = FinalQuestion.objects.create(image=image, candidate=candidate,
-                                            text=candidate.text, method="manual")
+    image = Image.objects.create(
+        source_id="q1",
+        file="images/q1.png",
+        entity="Falcon 9",
+        domain="vehicles",
+        popularity="torso",
+    )
+    candidate = Candidate.objects.create(
+        image=image, text="What rocket is this?", origin="import", status=CandidateStatus.ACCEPTED
+    )
+    question = FinalQuestion.objects.create(
+        image=image, candidate=candidate, text=candidate.text, method="manual"
+    )
     respond(question)
     client.force_login(root)
     body = client.get(reverse("results_question", args=["q1"])).content.decode()
@@ -499,8 +563,7 @@ def test_question_without_a_rubric(client, root, respond):
 
 
 @pytest.mark.parametrize("n_models", [1, 5])
-def test_question_page_query_count_is_constant(client, root, n_models,
-                                               django_assert_num_queries):
+def test_question_page_query_count_is_constant(client, root, n_models, django_assert_num_queries):
     _results_world(n_models, 2)
     client.force_login(root)
     # the question, its final version, its checks, the judges, the responses, the verdicts,
@@ -530,11 +593,17 @@ def test_api_answers_the_pages_json(client, root, world):
     api.force_authenticate(root)
     pairs = [
         (reverse("results_settings"), "/api/leaderboard/settings/", {"judge": "gpt-judge"}),
-        (reverse("results_judges"), "/api/leaderboard/judges/",
-         {"setting": "text_only", "a": "gpt-judge", "b": "gemini-judge"}),
+        (
+            reverse("results_judges"),
+            "/api/leaderboard/judges/",
+            {"setting": "text_only", "a": "gpt-judge", "b": "gemini-judge"},
+        ),
         (reverse("results_question", args=["q0"]), "/api/leaderboard/questions/q0/", {}),
-        (reverse("leaderboard"), "/api/leaderboard/", {"judge": "gpt-judge",
-                                                       "setting": "text_only"}),
+        (
+            reverse("leaderboard"),
+            "/api/leaderboard/",
+            {"judge": "gpt-judge", "setting": "text_only"},
+        ),
     ]
     for page, endpoint, params in pairs:
         from_page = client.get(page, {**params, "format": "json"}).json()
@@ -558,12 +627,15 @@ def test_api_is_in_the_openapi_schema(root):
     api = APIClient()
     api.force_authenticate(root)
     text = api.get("/api/schema/").content.decode()
-    for path in ("/api/leaderboard/:", "/api/leaderboard/settings/:",
-                 "/api/leaderboard/judges/:", "/api/leaderboard/questions/{source_id}/:"):
+    for path in (
+        "/api/leaderboard/:",
+        "/api/leaderboard/settings/:",
+        "/api/leaderboard/judges/:",
+        "/api/leaderboard/questions/{source_id}/:",
+    ):
         assert path in text
     for name in ("JudgesReport", "SettingsReport", "QuestionReport", "Confusion"):
         assert name in text
-
 
 
 def test_reports_take_the_benchmark_scoring_settings(judge, respond):
@@ -572,8 +644,9 @@ def test_reports_take_the_benchmark_scoring_settings(judge, respond):
 
     question = make_question("q1", tiers=("answer_critical",))
     response = respond(question)
-    verdict_record(judge=judge, response=response, check=final_checks(question)[0],
-                   verdict="partially_meets")
+    verdict_record(
+        judge=judge, response=response, check=final_checks(question)[0], verdict="partially_meets"
+    )
     scoring = ScoringSettings(lambda_=0.25)
     data = reports.question_report(question, image_url="/x", scoring=scoring)
     assert data["responses"][0]["scores"]["gemini-judge"] == {"status": "scored", "gamut": 25.0}

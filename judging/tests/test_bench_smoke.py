@@ -28,9 +28,27 @@ import leaderboard_bench  # noqa: E402
 pytestmark = pytest.mark.django_db
 
 # Shares large enough that 16 questions x 3 models x 2 settings have each case.
-TINY = ["--questions", "16", "--models", "3", "--checks", "6", "--judges", "2",
-        "--missing", "0.1", "--pending", "0.1", "--failed", "0.03", "--edited", "0.25",
-        "--dropped", "0.1", "--quiet"]
+TINY = [
+    "--questions",
+    "16",
+    "--models",
+    "3",
+    "--checks",
+    "6",
+    "--judges",
+    "2",
+    "--missing",
+    "0.1",
+    "--pending",
+    "0.1",
+    "--failed",
+    "0.03",
+    "--edited",
+    "0.25",
+    "--dropped",
+    "0.1",
+    "--quiet",
+]
 
 
 def test_generator_then_bench_agree(tmp_path, capsys):
@@ -58,36 +76,67 @@ def test_custom_scoring_settings_agree_with_the_loop():
     generate_judging_data.main([*TINY, "--judges", "1"])
     custom = ScoringSettings(lambda_=0.3, mu=-1.5, weights=(0.5, 0.5, 0.0))
     judge = Judge.objects.get()
-    boards = {(judge.name, s): leaderboard(judge=judge, setting=s, settings=custom)
-              for s in ("multimodal", "text_only")}
-    agreement = leaderboard_bench.compare(boards, leaderboard_bench.loop_scores([judge],
-                                                                                custom))
+    boards = {
+        (judge.name, s): leaderboard(judge=judge, setting=s, settings=custom)
+        for s in ("multimodal", "text_only")
+    }
+    agreement = leaderboard_bench.compare(boards, leaderboard_bench.loop_scores([judge], custom))
     assert agreement["mismatches"] == 0, agreement["first_mismatches"]
     default = leaderboard(judge=judge, setting="multimodal")
     assert {r.model: r.gamut for r in default.rows} != {
-        r.model: r.gamut for r in boards[(judge.name, "multimodal")].rows}
+        r.model: r.gamut for r in boards[(judge.name, "multimodal")].rows
+    }
 
 
 def test_generated_rows_are_what_verdict_record_leaves():
     """Replay every generated verdict through verdict_record: the same keys, the same counts."""
-    generate_judging_data.main(["--questions", "5", "--models", "2", "--checks", "5",
-                                "--edited", "0.4", "--failed", "0.05", "--pending", "0.2",
-                                "--quiet"])
-    columns = ("judge_id", "response_id", "version_id", "tier", "meets", "partially",
-               "missing", "contradicts", "failed")
+    generate_judging_data.main(
+        [
+            "--questions",
+            "5",
+            "--models",
+            "2",
+            "--checks",
+            "5",
+            "--edited",
+            "0.4",
+            "--failed",
+            "0.05",
+            "--pending",
+            "0.2",
+            "--quiet",
+        ]
+    )
+    columns = (
+        "judge_id",
+        "response_id",
+        "version_id",
+        "tier",
+        "meets",
+        "partially",
+        "missing",
+        "contradicts",
+        "failed",
+    )
     counts = sorted(ResponseTierCount.objects.values_list(*columns))
-    verdicts = list(Verdict.objects.select_related("judge", "response", "check_row")
-                    .order_by("id"))
+    verdicts = list(Verdict.objects.select_related("judge", "response", "check_row").order_by("id"))
     keys = [(v.response_id, v.check_row_id, v.verdict, v.key) for v in verdicts]
     Verdict.objects.all().delete()
     ResponseTierCount.objects.all().delete()
     for v in verdicts:
-        verdict_record(judge=v.judge, response=v.response, check=v.check_row, verdict=v.verdict,
-                       rationale=v.rationale, template_version=v.template_version,
-                       judge_model_version=v.judge_model_version)
+        verdict_record(
+            judge=v.judge,
+            response=v.response,
+            check=v.check_row,
+            verdict=v.verdict,
+            rationale=v.rationale,
+            template_version=v.template_version,
+            judge_model_version=v.judge_model_version,
+        )
     assert sorted(ResponseTierCount.objects.values_list(*columns)) == counts
-    assert [(v.response_id, v.check_row_id, v.verdict, v.key)
-            for v in Verdict.objects.order_by("id")] == keys
+    assert [
+        (v.response_id, v.check_row_id, v.verdict, v.key) for v in Verdict.objects.order_by("id")
+    ] == keys
 
 
 def test_array_scores_are_scoring_py_response_by_response():
@@ -95,17 +144,25 @@ def test_array_scores_are_scoring_py_response_by_response():
     for _ in range(50):
         weights = [rng.choice([0.0, rng.uniform(0.01, 1)]) for _ in TIERS]
         weights[rng.randrange(len(TIERS))] = rng.uniform(0.01, 1)  # not all 0
-        settings = ScoringSettings(lambda_=rng.uniform(0.01, 0.99), mu=-rng.uniform(0.1, 4),
-                                   weights=tuple(weights))
+        settings = ScoringSettings(
+            lambda_=rng.uniform(0.01, 0.99), mu=-rng.uniform(0.1, 4), weights=tuple(weights)
+        )
         counts = np.zeros((40, len(TIERS), 5), dtype=np.int64)
         for row in counts:
             for t in rng.sample(range(len(TIERS)), rng.randint(1, 3)):
                 row[t, :4] = [rng.randint(0, 6) for _ in range(4)]
         tiers, present, gamut = _response_scores(counts, settings)
         for i, row in enumerate(counts):
-            given = {tier: dict(zip(("meets", "partially_meets", "missing", "contradicts"),
-                                    row[t, :4].tolist(), strict=True))
-                     for t, tier in enumerate(TIERS)}
+            given = {
+                tier: dict(
+                    zip(
+                        ("meets", "partially_meets", "missing", "contradicts"),
+                        row[t, :4].tolist(),
+                        strict=True,
+                    )
+                )
+                for t, tier in enumerate(TIERS)
+            }
             try:
                 want = response_score(given, settings)
             except Unscorable:
@@ -127,6 +184,5 @@ def test_a_response_with_only_weightless_tiers_is_refused(judge, respond):
     for check in final_checks(question):
         verdict_record(judge=judge, response=response, check=check, verdict="meets")
     with pytest.raises(Unscorable):
-        leaderboard(judge=judge, setting="multimodal",
-                    settings=ScoringSettings(weights=(0, 0, 1)))
+        leaderboard(judge=judge, setting="multimodal", settings=ScoringSettings(weights=(0, 0, 1)))
     assert Response.objects.count() == 1

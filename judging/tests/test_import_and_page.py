@@ -47,24 +47,31 @@ def test_import_responses_validates_everything_first(tmp_path, capsys):
     dropped = make_question("q2")
     dropped.dropped_at = timezone.now()
     dropped.save()
-    path = _write(tmp_path, [
-        _line(),                       # 1 fine
-        "{not json",                   # 2
-        _line("nope"),                 # 3 unknown source id
-        _line("q2"),                   # 4 dropped
-        _line(setting="audio"),        # 5 bad setting
-        _line(),                       # 6 repeats line 1
-        {"source_id": "q1", "model": "m", "setting": "multimodal"},  # 7 missing response
-    ])
+    path = _write(
+        tmp_path,
+        [
+            _line(),  # 1 fine
+            "{not json",  # 2
+            _line("nope"),  # 3 unknown source id
+            _line("q2"),  # 4 dropped
+            _line(setting="audio"),  # 5 bad setting
+            _line(),  # 6 repeats line 1
+            {"source_id": "q1", "model": "m", "setting": "multimodal"},  # 7 missing response
+        ],
+    )
     with pytest.raises(SystemExit) as exc:
         call_command("import_responses", str(path))
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    for fragment in ("line 2: not valid JSON", "line 3: source_id 'nope' has no final question",
-                     "line 4: the question of 'q2' was dropped",
-                     "line 5: setting must be multimodal or text_only",
-                     "line 6: ('q1', 'model-a', 'multimodal') repeats line 1",
-                     "line 7: missing field 'response'", "6 bad line(s); nothing was imported"):
+    for fragment in (
+        "line 2: not valid JSON",
+        "line 3: source_id 'nope' has no final question",
+        "line 4: the question of 'q2' was dropped",
+        "line 5: setting must be multimodal or text_only",
+        "line 6: ('q1', 'model-a', 'multimodal') repeats line 1",
+        "line 7: missing field 'response'",
+        "6 bad line(s); nothing was imported",
+    ):
         assert fragment in err
     assert not Response.objects.exists()
 
@@ -75,8 +82,12 @@ def _populate(n_models, respond, judge):
         for m in range(n_models):
             response = respond(q, model=f"model-{m}")
             for check in final_checks(q):
-                verdict_record(judge=judge, response=response, check=check,
-                               verdict=["meets", "missing", "contradicts"][(i + m) % 3])
+                verdict_record(
+                    judge=judge,
+                    response=response,
+                    check=check,
+                    verdict=["meets", "missing", "contradicts"][(i + m) % 3],
+                )
 
 
 def test_leaderboard_is_for_admins_only(client, mallory, alice, judge):
@@ -88,8 +99,9 @@ def test_leaderboard_is_for_admins_only(client, mallory, alice, judge):
 
 
 @pytest.mark.parametrize("n_models", [2, 6])
-def test_leaderboard_page_query_count(client, root, judge, respond, n_models,
-                                      django_assert_max_num_queries):
+def test_leaderboard_page_query_count(
+    client, root, judge, respond, n_models, django_assert_max_num_queries
+):
     _populate(n_models, respond, judge)
     client.force_login(root)
     with django_assert_max_num_queries(9):  # 8, and the scoring settings
@@ -104,12 +116,16 @@ def test_exports(client, root, judge, respond):
     _populate(2, respond, judge)
     client.force_login(root)
     url = reverse("leaderboard")
-    data = client.get(url, {"judge": judge.name, "setting": "multimodal",
-                            "format": "json"}).json()
+    data = client.get(url, {"judge": judge.name, "setting": "multimodal", "format": "json"}).json()
     assert data["judge"] == judge.name and data["questions"] == 4
-    assert [r["model"] for r in data["rows"]] and {"gamut", "ci_low", "ci_high",
-                                                   "answer_critical", "missing",
-                                                   "failed"} <= set(data["rows"][0])
+    assert [r["model"] for r in data["rows"]] and {
+        "gamut",
+        "ci_low",
+        "ci_high",
+        "answer_critical",
+        "missing",
+        "failed",
+    } <= set(data["rows"][0])
     response = client.get(url, {"judge": judge.name, "format": "csv"})
     assert response["Content-Type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))

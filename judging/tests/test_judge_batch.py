@@ -29,13 +29,20 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def world(fake_llm: FakeLLM, monkeypatch):  # noqa: F811 (the imported fixture)
     monkeypatch.setattr(run_job_chunk, "delay_on_commit", lambda job_id: None)
     model = EvaluatedModel.objects.create(name="model-a")
-    responses = [Response.objects.create(model=model, question=make_question(f"q{i}"),
-                                         setting="text_only", text=f"Answer {i}.")
-                 for i in range(3)]
-    llm = LLMModel.objects.create(name="judge-llm", provider="gemini",
-                                  model="gemini-2.5-flash", requests_per_minute=0,
-                                  price_input_per_million=Decimal("2"),
-                                  price_output_per_million=Decimal("10"))
+    responses = [
+        Response.objects.create(
+            model=model, question=make_question(f"q{i}"), setting="text_only", text=f"Answer {i}."
+        )
+        for i in range(3)
+    ]
+    llm = LLMModel.objects.create(
+        name="judge-llm",
+        provider="gemini",
+        model="gemini-2.5-flash",
+        requests_per_minute=0,
+        price_input_per_million=Decimal("2"),
+        price_output_per_million=Decimal("10"),
+    )
     judge = Judge.objects.create(name="gemini-judge", llm_model=llm)
     return Harness(fake_llm), responses, judge
 
@@ -84,7 +91,8 @@ def test_batch_judging_submits_polls_and_ingests_at_half_price(world):
     assert Verdict.objects.filter(verdict="missing").count() == 3
     answered = [r for r in harness.fake.requests if r.protocol == "gemini-batch"]
     assert sorted(checked_text(r) for r in answered) == sorted(
-        ["check 0", "check 1", "check 2"] * 3)
+        ["check 0", "check 1", "check 2"] * 3
+    )
     rows = LedgerEntry.objects.filter(job_id=job.pk, stage="judging.judge_batch", outcome="ok")
     answers = rows.exclude(raw_output__startswith="batches/")
     assert answers.count() == 9
@@ -101,11 +109,18 @@ def test_errors_inside_a_batch_go_round_again_then_fail(world):
     verdict = verdicts_by_check({})
 
     def flaky(recorded: Recorded) -> Reply:
-        if recorded.protocol == "gemini-batch" and checked_text(recorded) == "check 2" \
-                and "Answer 0." in json.dumps(recorded.body):
+        if (
+            recorded.protocol == "gemini-batch"
+            and checked_text(recorded) == "check 2"
+            and "Answer 0." in json.dumps(recorded.body)
+        ):
             return Reply.server_error(500)
-        if recorded.protocol == "gemini-batch" and checked_text(recorded) == "check 0" \
-                and "Answer 1." in json.dumps(recorded.body) and flaky.first:
+        if (
+            recorded.protocol == "gemini-batch"
+            and checked_text(recorded) == "check 0"
+            and "Answer 1." in json.dumps(recorded.body)
+            and flaky.first
+        ):
             flaky.first = False
             return Reply(text="not json")  # invalid once: submitted again and answered
         return verdict(recorded)
@@ -121,8 +136,7 @@ def test_errors_inside_a_batch_go_round_again_then_fail(world):
 
     assert job.items_failed == 1 and harness.fake.batches.created == llm_batch.BATCH_ROUNDS
     item = JobItem.objects.get(job=job)
-    assert item.status == ItemStatus.FAILED and "1 checks got no verdict after 3" in \
-        item.last_error
+    assert item.status == ItemStatus.FAILED and "1 checks got no verdict after 3" in item.last_error
     failed = Verdict.objects.get(verdict="failed")
     assert failed.response == responses[0] and failed.check_row.text == "check 2"
     assert Verdict.objects.exclude(verdict="failed").count() == 8

@@ -31,8 +31,10 @@ from tests.fake_llm import (  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAE"
-                       "hQGAhKmMIQAAAABJRU5ErkJggg==")
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAE"
+    "hQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 CHECK = re.compile(r"The check \(tier: [a-z ]+\): (?P<text>.*)")
 
 
@@ -57,8 +59,7 @@ def with_photo(question, settings) -> None:
 
 def llm_model(name: str, provider: str = "gemini") -> LLMModel:
     model = "gemini-2.5-flash" if provider == "gemini" else "Qwen/Qwen3-VL-8B-Instruct"
-    return LLMModel.objects.create(name=name, provider=provider, model=model,
-                                   requests_per_minute=0)
+    return LLMModel.objects.create(name=name, provider=provider, model=model, requests_per_minute=0)
 
 
 def prompt_parts(recorded: Recorded) -> list[dict]:
@@ -91,10 +92,14 @@ def verdicts_by_check(table: dict[str, str]):
 def test_collect_multimodal_sends_the_photo_and_stores_the_answer(harness, provider, settings):
     question = make_question("q1")
     with_photo(question, settings)
-    evaluated = EvaluatedModel.objects.create(name="model-a",
-                                              llm_model=llm_model("answerer", provider))
-    harness.fake.default = Reply(text="It is beef bourguignon, braised in Burgundy wine.",
-                                 prompt_tokens=300, output_tokens=12)
+    evaluated = EvaluatedModel.objects.create(
+        name="model-a", llm_model=llm_model("answerer", provider)
+    )
+    harness.fake.default = Reply(
+        text="It is beef bourguignon, braised in Burgundy wine.",
+        prompt_tokens=300,
+        output_tokens=12,
+    )
     job = llm_jobs.collect_launch(user=None, evaluated=evaluated, setting="multimodal")
     drain(harness, job)
 
@@ -171,17 +176,21 @@ def judged_setup(harness, settings):
     for question in questions:
         with_photo(question, settings)
     model = EvaluatedModel.objects.create(name="model-a")
-    responses = [Response.objects.create(model=model, question=q, setting="multimodal",
-                                         text=f"Answer to {q.image.source_id}.")
-                 for q in questions]
+    responses = [
+        Response.objects.create(
+            model=model, question=q, setting="multimodal", text=f"Answer to {q.image.source_id}."
+        )
+        for q in questions
+    ]
     judge = Judge.objects.create(name="gemini-judge", llm_model=llm_model("judge-llm"))
     return harness, questions, responses, judge
 
 
 def test_judge_calls_once_per_check_with_a_shared_prefix_and_scores(judged_setup):
     harness, questions, responses, judge = judged_setup
-    harness.fake.responder = verdicts_by_check({"check 1": "partially_meets",
-                                                "check 2": "contradicts"})
+    harness.fake.responder = verdicts_by_check(
+        {"check 1": "partially_meets", "check 2": "contradicts"}
+    )
     job = llm_jobs.judge_launch(user=None, judge=judge)
     drain(harness, job)
 
@@ -201,17 +210,22 @@ def test_judge_calls_once_per_check_with_a_shared_prefix_and_scores(judged_setup
     assert set(rows.values_list("judge_model_version", flat=True)) == {GEMINI_MODEL_VERSION}
     template = llm_jobs.judge_template()
     assert set(rows.values_list("template_version", flat=True)) == {template.version}
-    assert rows.get(response=responses[0], check_row__text="check 2").rationale == \
-        "says contradicts"
+    assert (
+        rows.get(response=responses[0], check_row__text="check 2").rationale == "says contradicts"
+    )
     board = leaderboard(judge=judge, setting="multimodal")
     [row] = board.rows
     assert row.scored == 2 and row.failed == 0
     # meets, partially, contradicts on AC/V/C tiers of the fixture: same score for both.
     from judging.scoring import response_score
 
-    expected = response_score({"answer_critical": {"meets": 1},
-                               "valuable": {"partially_meets": 1},
-                               "context": {"contradicts": 1}})
+    expected = response_score(
+        {
+            "answer_critical": {"meets": 1},
+            "valuable": {"partially_meets": 1},
+            "context": {"contradicts": 1},
+        }
+    )
     assert row.gamut == pytest.approx(100 * expected.gamut)
 
 
@@ -226,8 +240,9 @@ def test_rerun_after_editing_two_checks_calls_exactly_two_per_response(judged_se
     edited = {1: "check 1, edited", 2: "check 2, reworded"}
     for question in questions:
         old = RubricVersion.objects.get(rubric__question=question)
-        new = RubricVersion.objects.create(rubric=old.rubric, stage="human_1", parent=old,
-                                           meta_rubric={}, frozen_at=timezone.now())
+        new = RubricVersion.objects.create(
+            rubric=old.rubric, stage="human_1", parent=old, meta_rubric={}, frozen_at=timezone.now()
+        )
         tiers = list(old.checks.order_by("position").values_list("tier", flat=True))
         add_checks(new, tiers, texts=edited)
     harness.fake.responder = verdicts_by_check({"check 1, edited": "missing"})
@@ -237,9 +252,11 @@ def test_rerun_after_editing_two_checks_calls_exactly_two_per_response(judged_se
     assert job.items_done == 2
     assert len(harness.fake.requests) == 4  # exactly two calls per response
     assert sorted(checked_text(r) for r in harness.fake.requests) == sorted(
-        ["check 1, edited", "check 2, reworded"] * 2)
+        ["check 1, edited", "check 2, reworded"] * 2
+    )
     assert [item.result["reused"] for item in job.items.order_by("pk")] == [1, 1], [
-        item.result for item in job.items.all()]
+        item.result for item in job.items.all()
+    ]
     # The board reads the new version only: one 'missing' valuable check now per response.
     board = leaderboard(judge=judge, setting="multimodal")
     assert board.rows[0].scored == 2
@@ -257,7 +274,8 @@ def test_a_failed_verdict_is_counted_never_scored_and_a_retry_calls_only_it(judg
 
     def flaky(recorded: Recorded) -> Reply:
         if checked_text(recorded) == "check 2" and responses[0].text in json.dumps(
-                prompt_parts(recorded)):
+            prompt_parts(recorded)
+        ):
             return Reply.server_error(503)
         return verdict(recorded)
 
@@ -287,12 +305,17 @@ def test_a_failed_verdict_is_counted_never_scored_and_a_retry_calls_only_it(judg
 
 def test_judge_scope_counts_checks_to_judge_and_leaves_out_what_it_cannot(judged_setup):
     harness, questions, responses, judge = judged_setup
-    text_only = Response.objects.create(model=responses[0].model, question=questions[0],
-                                        setting="text_only", text="Text-only answer.")
+    text_only = Response.objects.create(
+        model=responses[0].model,
+        question=questions[0],
+        setting="text_only",
+        text="Text-only answer.",
+    )
     no_rubric = make_question("q3")
     RubricVersion.objects.filter(rubric__question=no_rubric).update(frozen_at=None)
-    Response.objects.create(model=responses[0].model, question=no_rubric,
-                            setting="multimodal", text="x")
+    Response.objects.create(
+        model=responses[0].model, question=no_rubric, setting="multimodal", text="x"
+    )
     scope = llm_jobs.judge_scope(judge=judge)
     assert (len(scope.items), scope.checks_to_judge, scope.without_rubric) == (3, 9, 1)
     only = llm_jobs.judge_scope(judge=judge, settings=["text_only"])
@@ -308,10 +331,10 @@ def test_judge_with_an_openai_compatible_model_sends_the_schema(judged_setup):
     judge.llm_model = llm_model("qwen-judge", provider="openai")
     judge.save()
     harness.fake.responder = verdicts_by_check({})
-    drain(harness, llm_jobs.judge_launch(user=None, judge=judge,
-                                         model_ids=[responses[0].model_id]))
+    drain(harness, llm_jobs.judge_launch(user=None, judge=judge, model_ids=[responses[0].model_id]))
     assert len(harness.fake.requests) == 6
     sent = harness.fake.requests[0].body
     assert sent["response_format"]["json_schema"]["name"] == "JudgeReply"
     assert set(Verdict.objects.values_list("judge_model_version", flat=True)) == {
-        OPENAI_MODEL_VERSION}
+        OPENAI_MODEL_VERSION
+    }

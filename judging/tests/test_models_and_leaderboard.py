@@ -31,8 +31,10 @@ def test_recording_counts_and_is_idempotent(judge, respond):
     verdict_record(judge=judge, response=response, check=c0, verdict="meets")
     verdict_record(judge=judge, response=response, check=c1, verdict="contradicts")
     verdict_record(judge=judge, response=response, check=c2, verdict="partially_meets")
-    expected = {(version, "answer_critical"): (1, 0, 0, 1, 0),
-                (version, "valuable"): (0, 1, 0, 0, 0)}
+    expected = {
+        (version, "answer_critical"): (1, 0, 0, 1, 0),
+        (version, "valuable"): (0, 1, 0, 0, 0),
+    }
     assert _counts(judge, response) == expected
     # the same key again, even with another verdict: nothing changes
     again = verdict_record(judge=judge, response=response, check=c0, verdict="missing")
@@ -60,10 +62,10 @@ def test_refusals(judge, respond):
     with pytest.raises(JudgingError, match="unknown verdict"):
         verdict_record(judge=judge, response=response, check=check, verdict="great")
     with pytest.raises(JudgingError, match="another question"):
-        verdict_record(judge=judge, response=response, check=final_checks(other)[0],
-                       verdict="meets")
-    draft = RubricVersion.objects.create(rubric=question.rubric, stage="human_1",
-                                         meta_rubric={})
+        verdict_record(
+            judge=judge, response=response, check=final_checks(other)[0], verdict="meets"
+        )
+    draft = RubricVersion.objects.create(rubric=question.rubric, stage="human_1", meta_rubric={})
     (draft_check,) = add_checks(draft, ("answer_critical",))
     with pytest.raises(JudgingError, match="draft"):
         verdict_record(judge=judge, response=response, check=draft_check, verdict="meets")
@@ -74,13 +76,19 @@ def test_key_and_reuse_across_versions(judge, respond):
     question = make_question("q1", tiers=("answer_critical",))
     response = respond(question)
     (old,) = final_checks(question)
-    verdict_record(judge=judge, response=response, check=old, verdict="meets",
-                   template_version="t1")
-    key = verdict_key(judge=judge, template_version="t1", check_text=old.text,
-                      response_text=response.text)
+    verdict_record(
+        judge=judge, response=response, check=old, verdict="meets", template_version="t1"
+    )
+    key = verdict_key(
+        judge=judge, template_version="t1", check_text=old.text, response_text=response.text
+    )
     assert verdict_find(judge=judge, key=key).check_row == old
-    assert verdict_key(judge=judge, template_version="t2", check_text=old.text,
-                       response_text=response.text) != key
+    assert (
+        verdict_key(
+            judge=judge, template_version="t2", check_text=old.text, response_text=response.text
+        )
+        != key
+    )
 
 
 # --- the leaderboard ------------------------------------------------------------------------
@@ -97,8 +105,9 @@ def independent(judge, setting):
     out = {}
     questions = list(FinalQuestion.objects.filter(dropped_at__isnull=True))
     for model in EvaluatedModel.objects.all():
-        responses = {r.question_id: r for r in Response.objects.filter(model=model,
-                                                                        setting=setting)}
+        responses = {
+            r.question_id: r for r in Response.objects.filter(model=model, setting=setting)
+        }
         if not responses:
             continue
         gammas, tier_values, missing, failed = [], {}, 0, 0
@@ -107,8 +116,11 @@ def independent(judge, setting):
                 missing += 1
                 continue
             final = max(v.id for v in q.rubric.versions.all() if v.frozen_at)
-            verdicts = [v for v in Verdict.objects.filter(judge=judge, response=responses[q.id])
-                        if v.check_row.version_id == final]
+            verdicts = [
+                v
+                for v in Verdict.objects.filter(judge=judge, response=responses[q.id])
+                if v.check_row.version_id == final
+            ]
             if any(v.verdict == "failed" for v in verdicts):
                 failed += 1
                 continue
@@ -121,12 +133,15 @@ def independent(judge, setting):
                 den = sum(abs(MU) if v == "contradicts" else 1 for v in vs)
                 scores[tier] = num / den
                 tier_values.setdefault(tier, []).append(num / den)
-            gammas.append(sum(WEIGHTS[t] * s for t, s in scores.items())
-                          / sum(WEIGHTS[t] for t in scores))
+            gammas.append(
+                sum(WEIGHTS[t] * s for t, s in scores.items()) / sum(WEIGHTS[t] for t in scores)
+            )
         out[model.name] = {
             "gamut": 100 * sum(gammas) / len(gammas) if gammas else None,
             "tiers": {t: 100 * sum(v) / len(v) for t, v in tier_values.items()},
-            "scored": len(gammas), "missing": missing, "failed": failed,
+            "scored": len(gammas),
+            "missing": missing,
+            "failed": failed,
         }
     return out
 
@@ -137,11 +152,18 @@ def results(judge, respond):
     failed, one question dropped, one rubric edited after judging (a new frozen version with
     one check changed and one deleted)."""
     rng = random.Random(7)
-    tier_sets = [("answer_critical", "valuable", "context"), ("answer_critical", "valuable"),
-                 ("answer_critical", "answer_critical", "context")]
+    tier_sets = [
+        ("answer_critical", "valuable", "context"),
+        ("answer_critical", "valuable"),
+        ("answer_critical", "answer_critical", "context"),
+    ]
     questions = [
-        make_question(f"q{i}", domain=["food", "art"][i % 2],
-                      popularity=["head", "torso", "tail"][i % 3], tiers=tier_sets[i % 3])
+        make_question(
+            f"q{i}",
+            domain=["food", "art"][i % 2],
+            popularity=["head", "torso", "tail"][i % 3],
+            tiers=tier_sets[i % 3],
+        )
         for i in range(8)
     ]
     verdicts = ["meets", "partially_meets", "missing", "contradicts"]
@@ -154,18 +176,21 @@ def results(judge, respond):
             respond(q, model=name, setting="text_only")
     for response in responses:
         for check in final_checks(response.question):
-            verdict_record(judge=judge, response=response, check=check,
-                           verdict=rng.choice(verdicts))
+            verdict_record(
+                judge=judge, response=response, check=check, verdict=rng.choice(verdicts)
+            )
     first = responses[0]
     Verdict.objects.filter(response=first).delete()
     ResponseTierCount.objects.filter(response=first).delete()
     for i, check in enumerate(final_checks(first.question)):
-        verdict_record(judge=judge, response=first, check=check,
-                       verdict="failed" if i == 0 else "meets")
+        verdict_record(
+            judge=judge, response=first, check=check, verdict="failed" if i == 0 else "meets"
+        )
     # q1 is edited: its new final version has check 0 reworded, check 1 deleted
     edited = questions[1]
-    new = RubricVersion.objects.create(rubric=edited.rubric, stage="human_1", meta_rubric={},
-                                       frozen_at=timezone.now())
+    new = RubricVersion.objects.create(
+        rubric=edited.rubric, stage="human_1", meta_rubric={}, frozen_at=timezone.now()
+    )
     checks = add_checks(new, tier_sets[1], texts={0: "check 0, reworded"})
     checks[1].deleted_at = timezone.now()
     checks[1].save()
@@ -188,15 +213,20 @@ def test_leaderboard_matches_independent_computation(judge, results):
         for tier in ("answer_critical", "valuable", "context"):
             assert row.tiers[tier] == pytest.approx(want["tiers"].get(tier))
         assert (row.scored, row.missing, row.failed, row.pending) == (
-            want["scored"], want["missing"], want["failed"], 0)
+            want["scored"],
+            want["missing"],
+            want["failed"],
+            0,
+        )
         assert row.low <= row.gamut <= row.high
     c = next(r for r in board.rows if r.model == "model-c")
     assert c.missing == 1
     a = next(r for r in board.rows if r.model == "model-a")
     assert a.failed == 1
     assert all(r.by_domain["art"].questions == 3 for r in board.rows)
-    assert sum(r.by_popularity[p].questions for p in board.popularities for r in board.rows
-               ) == 3 * 7
+    assert (
+        sum(r.by_popularity[p].questions for p in board.popularities for r in board.rows) == 3 * 7
+    )
 
 
 def test_text_only_has_responses_but_no_verdicts_so_all_pending(judge, results):

@@ -22,8 +22,13 @@ def no_workers(monkeypatch):
 
 @pytest.fixture
 def setup(db):
-    llm = LLMModel.objects.create(name="flash", provider="gemini", model="gemini-2.5-flash",
-                                  price_input_per_million=1, price_output_per_million=10)
+    llm = LLMModel.objects.create(
+        name="flash",
+        provider="gemini",
+        model="gemini-2.5-flash",
+        price_input_per_million=1,
+        price_output_per_million=10,
+    )
     evaluated = EvaluatedModel.objects.create(name="model-a", llm_model=llm)
     judge = Judge.objects.create(name="judge-a", llm_model=llm)
     questions = [make_question(f"q{i}") for i in (1, 2, 3)]
@@ -51,8 +56,9 @@ def test_page_lists_models_judges_and_explains_when_there_are_none(client, root)
 
 def test_collect_estimate_then_launch(client, root, setup):
     evaluated, judge, questions = setup
-    Response.objects.create(model=evaluated, question=questions[0], setting="text_only",
-                            text="already")
+    Response.objects.create(
+        model=evaluated, question=questions[0], setting="text_only", text="already"
+    )
     client.force_login(root)
     data = {"what": "collect", "collect-model": evaluated.pk, "collect-setting": "text_only"}
     partial = _post(client, "judging_runs_estimate", data, HTTP_HX_REQUEST="true")
@@ -74,18 +80,21 @@ def test_collect_estimate_then_launch(client, root, setup):
 def test_judge_estimate_counts_checks_and_refuses_unknown_ids(client, root, setup):
     evaluated, judge, questions = setup
     for question in questions[:2]:
-        Response.objects.create(model=evaluated, question=question, setting="multimodal",
-                                text="An answer.")
+        Response.objects.create(
+            model=evaluated, question=question, setting="multimodal", text="An answer."
+        )
     client.force_login(root)
     data = {"what": "judge", "judge-judge": judge.pk}
     body = _post(client, "judging_runs_estimate", data).content.decode()
     assert '<td data-field="calls">6</td>' in body  # 2 responses x 3 checks
     assert "2 response(s) in scope" in body
-    body = _post(client, "judging_runs_estimate",
-                 {**data, "judge-ids": "q1\nnope\nq9"}).content.decode()
+    body = _post(
+        client, "judging_runs_estimate", {**data, "judge-ids": "q1\nnope\nq9"}
+    ).content.decode()
     assert "No final question for 2 source id(s): nope, q9" in body
-    body = _post(client, "judging_runs_estimate",
-                 {**data, "judge-settings": ["text_only"]}).content.decode()
+    body = _post(
+        client, "judging_runs_estimate", {**data, "judge-settings": ["text_only"]}
+    ).content.decode()
     assert 'data-testid="estimate-error"' in body and "Every response in scope" in body
     launched = _post(client, "judging_runs_launch", {**data, "judge-ids": "q2"})
     assert launched.status_code == 302
@@ -98,17 +107,19 @@ def test_launch_needs_the_csrf_token(root, setup):
     evaluated, _, _ = setup
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(root)
-    answer = strict.post(reverse("judging_runs_launch"),
-                         {"what": "collect", "collect-model": evaluated.pk,
-                          "collect-setting": "multimodal"})
+    answer = strict.post(
+        reverse("judging_runs_launch"),
+        {"what": "collect", "collect-model": evaluated.pk, "collect-setting": "multimodal"},
+    )
     assert answer.status_code == 403 and not Job.objects.exists()
 
 
 def test_batch_judging_from_the_page(client, root, setup):
     evaluated, judge, questions = setup
     for question in questions:
-        Response.objects.create(model=evaluated, question=question, setting="text_only",
-                                text="An answer.")
+        Response.objects.create(
+            model=evaluated, question=question, setting="text_only", text="An answer."
+        )
     client.force_login(root)
     data = {"what": "judge", "judge-judge": judge.pk, "judge-batch": "on"}
     body = _post(client, "judging_runs_estimate", data).content.decode()

@@ -49,13 +49,15 @@ def test_gamut_formula_reproduces_the_spec_figure_from_the_spec_tier_scores():
     # The renormalisation itself, fed the spec's printed tier scores, gives its 0.41667.
     settings = ScoringSettings()
     weights = settings.weights
-    assert (weights[0] * 0.75 + weights[1] * -0.25) / (weights[0] + weights[1]) == \
-        pytest.approx(0.41667, abs=5e-6)
+    assert (weights[0] * 0.75 + weights[1] * -0.25) / (weights[0] + weights[1]) == pytest.approx(
+        0.41667, abs=5e-6
+    )
 
 
 def test_all_meets_is_one_and_all_contradicts_is_minus_one():
-    meets = response_score({"answer_critical": {"meets": 4}, "valuable": {"meets": 2},
-                            "context": {"meets": 1}})
+    meets = response_score(
+        {"answer_critical": {"meets": 4}, "valuable": {"meets": 2}, "context": {"meets": 1}}
+    )
     assert meets == ResponseScore(1.0, {"answer_critical": 1.0, "valuable": 1.0, "context": 1.0})
     wrong = response_score({"answer_critical": {"contradicts": 3}, "context": {"contradicts": 9}})
     assert wrong == ResponseScore(-1.0, {"answer_critical": -1.0, "context": -1.0})
@@ -81,8 +83,9 @@ def test_weights_are_redistributed_over_the_tiers_present():
 def test_lambda_and_mu_are_settings():
     counts = {"meets": 1, "partially_meets": 1, "contradicts": 1}
     assert tier_score(counts) == pytest.approx((1 + 0.5 - 2) / (1 + 1 + 2))
-    assert tier_score(counts, ScoringSettings(lambda_=0.25, mu=-1)) == \
-        pytest.approx((1 + 0.25 - 1) / (1 + 1 + 1))
+    assert tier_score(counts, ScoringSettings(lambda_=0.25, mu=-1)) == pytest.approx(
+        (1 + 0.25 - 1) / (1 + 1 + 1)
+    )
     assert tier_score(counts, ScoringSettings(mu=-4)) == pytest.approx((1 + 0.5 - 4) / (2 + 4))
 
 
@@ -105,12 +108,23 @@ def test_weights_are_settings():
     assert ac_only.tiers["valuable"] == pytest.approx(-1 / 3)  # still reported
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"lambda_": 0}, {"lambda_": 1}, {"lambda_": -0.1}, {"lambda_": float("nan")},
-    {"mu": 0}, {"mu": 0.5}, {"mu": float("-inf")},
-    {"weights": (0, 0, 0)}, {"weights": (0.6, -0.1, 0.5)}, {"weights": (1, 1)},
-    {"weights": (1, float("inf"), 1)}, {"lambda_": "0.5"},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"lambda_": 0},
+        {"lambda_": 1},
+        {"lambda_": -0.1},
+        {"lambda_": float("nan")},
+        {"mu": 0},
+        {"mu": 0.5},
+        {"mu": float("-inf")},
+        {"weights": (0, 0, 0)},
+        {"weights": (0.6, -0.1, 0.5)},
+        {"weights": (1, 1)},
+        {"weights": (1, float("inf"), 1)},
+        {"lambda_": "0.5"},
+    ],
+)
 def test_invalid_settings_are_refused(kwargs):
     with pytest.raises(SettingsInvalid):
         ScoringSettings(**kwargs)
@@ -121,8 +135,12 @@ def test_settings_are_frozen_with_the_spec_defaults():
     assert (settings.lambda_, settings.mu, settings.weights) == (0.5, -2, (0.6, 0.3, 0.1))
     with pytest.raises(AttributeError):
         settings.mu = -1  # type: ignore[misc]
-    assert [settings.value(v) for v in ("meets", "partially_meets", "missing", "contradicts")] \
-        == [1, 0.5, 0, -2]
+    assert [settings.value(v) for v in ("meets", "partially_meets", "missing", "contradicts")] == [
+        1,
+        0.5,
+        0,
+        -2,
+    ]
 
 
 def test_a_response_with_no_check_raises():
@@ -139,21 +157,25 @@ def test_only_zero_weight_tiers_raise():
         response_score({"context": {"meets": 1}}, ScoringSettings(weights=(1, 1, 0)))
 
 
-@pytest.mark.parametrize(("call", "message"), [
-    (lambda: tier_score({"meet": 1}), "unknown verdict"),
-    (lambda: response_score({"critical": {"meets": 1}}), "unknown tier"),
-    (lambda: VerdictCounts(meets=-1), "integer >= 0"),
-    (lambda: VerdictCounts.of(["meets", "wrong"]), "unknown verdict"),
-    (lambda: model_score([None]), "ResponseScore, MISSING or FAILED"),
-])
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: tier_score({"meet": 1}), "unknown verdict"),
+        (lambda: response_score({"critical": {"meets": 1}}), "unknown tier"),
+        (lambda: VerdictCounts(meets=-1), "integer >= 0"),
+        (lambda: VerdictCounts.of(["meets", "wrong"]), "unknown verdict"),
+        (lambda: model_score([None]), "ResponseScore, MISSING or FAILED"),
+    ],
+)
 def test_bad_input_raises(call, message):
     with pytest.raises(ScoringError, match=message):
         call()
 
 
 def test_counts_of_verdicts():
-    assert VerdictCounts.of(["meets", "contradicts", "meets"]) == \
-        VerdictCounts(meets=2, contradicts=1)
+    assert VerdictCounts.of(["meets", "contradicts", "meets"]) == VerdictCounts(
+        meets=2, contradicts=1
+    )
 
 
 def test_model_score_means_and_counts_missing_and_failed():
@@ -161,8 +183,10 @@ def test_model_score_means_and_counts_missing_and_failed():
     b = response_score({"answer_critical": {"meets": 1}})
     result = model_score([a, MISSING, b, FAILED, MISSING])
     assert result.gamut == pytest.approx((a.gamut + 1.0) / 2)  # over the scored questions
-    assert result.tiers == {"answer_critical": pytest.approx((0.75 + 1) / 2),
-                            "valuable": pytest.approx(-1 / 3)}
+    assert result.tiers == {
+        "answer_critical": pytest.approx((0.75 + 1) / 2),
+        "valuable": pytest.approx(-1 / 3),
+    }
     assert (result.questions, result.scored, result.missing, result.failed) == (5, 2, 2, 1)
     assert not result.complete
     assert model_score([b]).complete
@@ -181,7 +205,11 @@ def test_the_module_imports_no_django():
     import judging.scoring
 
     tree = ast.parse(Path(judging.scoring.__file__).read_text())
-    modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-               for alias in node.names}
+    modules = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
     modules |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not any(name.split(".")[0] == "django" for name in modules)

@@ -23,10 +23,12 @@ EPS = 1e-12
 lambdas = st.floats(min_value=0.01, max_value=0.99)
 mus = st.floats(min_value=-10, max_value=-0.01)
 weights = st.tuples(*[st.floats(min_value=0, max_value=1)] * 3).filter(
-    lambda w: min(w[0], w[1], w[2]) > 0 or sum(w) > 0.01)
+    lambda w: min(w[0], w[1], w[2]) > 0 or sum(w) > 0.01
+)
 scoring = st.builds(ScoringSettings, lambdas, mus, weights)
-positive_weights = st.builds(ScoringSettings, lambdas, mus,
-                             st.tuples(*[st.floats(min_value=0.01, max_value=1)] * 3))
+positive_weights = st.builds(
+    ScoringSettings, lambdas, mus, st.tuples(*[st.floats(min_value=0.01, max_value=1)] * 3)
+)
 # mu <= -1: a contradiction counts as at least one check, as the method text says; with
 # -1 < mu < 0 the property below does not hold (see test_scoring.py).
 heavy_mu = st.builds(ScoringSettings, lambdas, st.floats(min_value=-10, max_value=-1), weights)
@@ -79,10 +81,14 @@ def test_replacing_a_missing_by_a_contradicts_never_raises_a_tier_score(c, s):
 @FAST
 @given(st.data(), positive_weights)
 def test_order_of_verdicts_and_of_tiers_does_not_matter(data, s):
-    by_tier = {tier: data.draw(verdict_lists) for tier in
-               data.draw(st.lists(st.sampled_from(TIERS), min_size=1, unique=True))}
-    shuffled = {tier: data.draw(st.permutations(by_tier[tier]))
-                for tier in data.draw(st.permutations(list(by_tier)))}
+    by_tier = {
+        tier: data.draw(verdict_lists)
+        for tier in data.draw(st.lists(st.sampled_from(TIERS), min_size=1, unique=True))
+    }
+    shuffled = {
+        tier: data.draw(st.permutations(by_tier[tier]))
+        for tier in data.draw(st.permutations(list(by_tier)))
+    }
     first = response_score({t: VerdictCounts.of(v) for t, v in by_tier.items()}, s)
     second = response_score({t: VerdictCounts.of(v) for t, v in shuffled.items()}, s)
     assert first == second
@@ -97,5 +103,9 @@ def test_model_score_is_the_mean_and_ignores_question_order(many, rng):
     rng.shuffle(shuffled)
     assert model_score(shuffled).gamut == result.gamut  # fsum: exact whatever the order
     assert min(s.gamut for s in scores) - EPS <= result.gamut <= max(s.gamut for s in scores) + EPS
-    assert (result.questions, result.scored, result.missing, result.failed) == \
-        (len(scores), len(scores), 0, 0)
+    assert (result.questions, result.scored, result.missing, result.failed) == (
+        len(scores),
+        len(scores),
+        0,
+        0,
+    )

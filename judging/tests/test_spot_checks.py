@@ -33,9 +33,12 @@ def graded_world(respond):
     a, b = Judge.objects.create(name="judge-a"), Judge.objects.create(name="judge-b")
     responses = []
     plan = {  # (question, check) -> (judge-a, judge-b)
-        (0, 0): ("meets", "meets"), (0, 1): ("meets", "missing"),
-        (0, 2): ("contradicts", "partially_meets"), (1, 0): ("missing", "missing"),
-        (1, 1): ("partially_meets", "meets"), (1, 2): ("meets", "failed"),
+        (0, 0): ("meets", "meets"),
+        (0, 1): ("meets", "missing"),
+        (0, 2): ("contradicts", "partially_meets"),
+        (1, 0): ("missing", "missing"),
+        (1, 1): ("partially_meets", "meets"),
+        (1, 2): ("meets", "failed"),
     }
     for q in range(2):
         question = make_question(f"q{q}")
@@ -43,8 +46,13 @@ def graded_world(respond):
         responses.append(response)
         for c, check in enumerate(final_checks(question)):
             for judge, verdict in zip((a, b), plan[(q, c)], strict=True):
-                verdict_record(judge=judge, response=response, check=check, verdict=verdict,
-                               rationale=f"{judge.name} says {verdict}")
+                verdict_record(
+                    judge=judge,
+                    response=response,
+                    check=check,
+                    verdict=verdict,
+                    rationale=f"{judge.name} says {verdict}",
+                )
     return a, b, responses
 
 
@@ -83,11 +91,17 @@ def test_claims_are_leases_and_the_first_grade_stands(graded_world, root, dave, 
 def test_agreement_with_people(graded_world, root, dave):
     a, b, responses = graded_world
     spot_checks_draw(count=3, user=root, seed=1)
-    grades = {("Answer 0.", "check 1"): "missing", ("Answer 0.", "check 2"): "contradicts",
-              ("Answer 1.", "check 1"): "meets"}
+    grades = {
+        ("Answer 0.", "check 1"): "missing",
+        ("Answer 0.", "check 2"): "contradicts",
+        ("Answer 1.", "check 1"): "meets",
+    }
     for spot in SpotCheck.objects.select_related("response", "check_row"):
-        spot_check_grade(spot_check_id=spot.pk, user=dave,
-                         verdict=grades[(spot.response.text, spot.check_row.text)])
+        spot_check_grade(
+            spot_check_id=spot.pk,
+            user=dave,
+            verdict=grades[(spot.response.text, spot.check_row.text)],
+        )
     rows = {row.judge: row for row in judge_agreement()}
     # judge-a: meets/missing(x), contradicts/contradicts(ok), partially/meets(x, same side)
     assert (rows["judge-a"].graded, rows["judge-a"].exact, rows["judge-a"].passing) == (3, 1, 2)
@@ -134,8 +148,14 @@ def test_who_may_grade_and_who_may_draw(client, graded_world, alice, carol, dave
 
 def test_scoring_settings_come_from_the_one_row_and_are_validated():
     assert scoring_settings() == DEFAULT_SETTINGS
-    ScoringConfig.objects.create(pk=1, partial_credit=0.25, mu=-1.0,
-                                 weight_answer_critical=1, weight_valuable=0, weight_context=0)
+    ScoringConfig.objects.create(
+        pk=1,
+        partial_credit=0.25,
+        mu=-1.0,
+        weight_answer_critical=1,
+        weight_valuable=0,
+        weight_context=0,
+    )
     assert scoring_settings().lambda_ == 0.25 and scoring_settings().weights == (1.0, 0.0, 0.0)
     bad = ScoringConfig(partial_credit=1.5, mu=1.0)
     with pytest.raises(ValidationError) as caught:

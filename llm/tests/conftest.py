@@ -19,15 +19,21 @@ from tests.fake_llm import GEMINI_KEY, OPENAI_KEY, FakeLLM, fake_llm  # noqa: F4
 from tests.test_worker import redis_url  # noqa: F401 (fixture)
 
 GEMINI = ModelConfig(
-    name="gemini-test", provider="gemini", model="gemini-2.5-flash",
+    name="gemini-test",
+    provider="gemini",
+    model="gemini-2.5-flash",
     parameters={"temperature": 0.2},
-    price_input_per_million=Decimal("1.25"), price_output_per_million=Decimal("10"),
+    price_input_per_million=Decimal("1.25"),
+    price_output_per_million=Decimal("10"),
     requests_per_minute=6000,
 )
 QWEN = ModelConfig(
-    name="qwen-test", provider="openai", model="Qwen/Qwen3-VL-8B-Instruct",
+    name="qwen-test",
+    provider="openai",
+    model="Qwen/Qwen3-VL-8B-Instruct",
     parameters={"temperature": 0.0},
-    price_input_per_million=Decimal("0.5"), price_output_per_million=Decimal("2"),
+    price_input_per_million=Decimal("0.5"),
+    price_output_per_million=Decimal("2"),
     requests_per_minute=6000,
 )
 MODELS = {"gemini": GEMINI, "openai": QWEN}
@@ -59,10 +65,16 @@ class Harness:
         self.fake = fake
         self.limiter: RateLimiter = MemoryTokenBucket()
         self.conf = GatewaySettings(
-            gemini_api_key=GEMINI_KEY, gemini_base_url=fake.base_url,
-            openai_api_key=OPENAI_KEY, openai_base_url=f"{fake.base_url}/v1",
-            timeout_s=5, max_attempts=3, backoff_base_s=0.01, backoff_cap_s=0.05,
-            max_rate_limit_waits=3, retry_delay_cap_s=2,
+            gemini_api_key=GEMINI_KEY,
+            gemini_base_url=fake.base_url,
+            openai_api_key=OPENAI_KEY,
+            openai_base_url=f"{fake.base_url}/v1",
+            timeout_s=5,
+            max_attempts=3,
+            backoff_base_s=0.01,
+            backoff_cap_s=0.05,
+            max_rate_limit_waits=3,
+            retry_delay_cap_s=2,
         )
 
     def run(self, body: Callable[[Gateway], Any]) -> Any:
@@ -107,8 +119,11 @@ def sent(monkeypatch) -> list[int]:
     from llm.tasks import run_job_chunk
 
     calls: list[int] = []
-    monkeypatch.setattr(run_job_chunk, "delay_on_commit",
-                        lambda job_id: transaction.on_commit(lambda: calls.append(job_id)))
+    monkeypatch.setattr(
+        run_job_chunk,
+        "delay_on_commit",
+        lambda job_id: transaction.on_commit(lambda: calls.append(job_id)),
+    )
     return calls
 
 
@@ -120,5 +135,9 @@ def model(settings) -> Any:
     settings.LLM_MODEL_GENERATION = settings.LLM_MODEL_GUARD = "gemini-test"
     settings.LLM_MODEL_RUBRICS = "gemini-test"
     return LLMModel.objects.create(
-        name="gemini-test", provider="gemini", model="gemini-2.5-flash",
-        price_input_per_million=Decimal("1.25"), price_output_per_million=Decimal("10"))
+        name="gemini-test",
+        provider="gemini",
+        model="gemini-2.5-flash",
+        price_input_per_million=Decimal("1.25"),
+        price_output_per_million=Decimal("10"),
+    )

@@ -16,8 +16,12 @@ async def echo(gateway: Gateway, payload: dict[str, Any]) -> ItemResult:
     """Succeeds after `sleep` seconds, spending 10 tokens in, 5 out and 0.001 a call."""
     await asyncio.sleep(payload.get("sleep", 0))
     context = current_item.get()
-    return ItemResult({"echo": payload.get("n"), "key": context.key, "job": context.job_id},
-                      tokens_in=10, tokens_out=5, cost=Decimal("0.001"))
+    return ItemResult(
+        {"echo": payload.get("n"), "key": context.key, "job": context.job_id},
+        tokens_in=10,
+        tokens_out=5,
+        cost=Decimal("0.001"),
+    )
 
 
 def flaky_failure(key: str) -> Exception | None:

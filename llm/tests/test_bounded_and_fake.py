@@ -59,16 +59,31 @@ def test_fake_gemini_sends_grounding_and_url_context_metadata(fake_llm):
         supports=[("The bridge opened in 1937.", [0]), ("Fog is frequent.", [0, 1])],
         queries=["golden gate bridge history"],
     )
-    url_context = {"urlMetadata": [{"retrievedUrl": "https://www.nps.gov/goga/",
-                                    "urlRetrievalStatus": "URL_RETRIEVAL_STATUS_SUCCESS"}]}
-    fake_llm.queue(Reply(text="The bridge opened in 1937. Fog is frequent.",
-                         grounding=grounding, url_context=url_context))
-    client = genai.Client(api_key=GEMINI_KEY, http_options=types.HttpOptions(
-        base_url=fake_llm.base_url, api_version="v1"))  # the fake also answers v1
+    url_context = {
+        "urlMetadata": [
+            {
+                "retrievedUrl": "https://www.nps.gov/goga/",
+                "urlRetrievalStatus": "URL_RETRIEVAL_STATUS_SUCCESS",
+            }
+        ]
+    }
+    fake_llm.queue(
+        Reply(
+            text="The bridge opened in 1937. Fog is frequent.",
+            grounding=grounding,
+            url_context=url_context,
+        )
+    )
+    client = genai.Client(
+        api_key=GEMINI_KEY,
+        http_options=types.HttpOptions(base_url=fake_llm.base_url, api_version="v1"),
+    )  # the fake also answers v1
 
     response = client.models.generate_content(
-        model="gemini-2.5-pro", contents="When did it open?",
-        config=types.GenerateContentConfig(tools=[types.Tool(google_search=types.GoogleSearch())]))
+        model="gemini-2.5-pro",
+        contents="When did it open?",
+        config=types.GenerateContentConfig(tools=[types.Tool(google_search=types.GoogleSearch())]),
+    )
 
     candidate = response.candidates[0]
     chunks = candidate.grounding_metadata.grounding_chunks
@@ -86,10 +101,16 @@ def test_fake_gemini_sends_grounding_and_url_context_metadata(fake_llm):
 
 
 def test_fake_refuses_wrong_keys(fake_llm):
-    gemini = httpx.post(f"{fake_llm.base_url}/v1beta/models/m:generateContent", json={},
-                        headers={"x-goog-api-key": "stolen"})
-    openai = httpx.post(f"{fake_llm.base_url}/v1/chat/completions", json={},
-                        headers={"Authorization": "Bearer stolen"})
+    gemini = httpx.post(
+        f"{fake_llm.base_url}/v1beta/models/m:generateContent",
+        json={},
+        headers={"x-goog-api-key": "stolen"},
+    )
+    openai = httpx.post(
+        f"{fake_llm.base_url}/v1/chat/completions",
+        json={},
+        headers={"Authorization": "Bearer stolen"},
+    )
     elsewhere = httpx.post(f"{fake_llm.base_url}/v1/embeddings", json={})
 
     assert (gemini.status_code, openai.status_code, elsewhere.status_code) == (403, 401, 404)

@@ -46,8 +46,9 @@ def sent(monkeypatch) -> list[int]:
 
 
 def launch(n: int = 3, user: Any = None) -> Job:
-    return jobs.job_launch(kind=KIND, items=[(f"img-{i:03d}", {"n": i}) for i in range(n)],
-                           user=user)
+    return jobs.job_launch(
+        kind=KIND, items=[(f"img-{i:03d}", {"n": i}) for i in range(n)], user=user
+    )
 
 
 def finish(job: Job, *, fail: Collection[int] = ()) -> Job:
@@ -55,10 +56,11 @@ def finish(job: Job, *, fail: Collection[int] = ()) -> Job:
     claim = jobs.item_claim_chunk(job_id=job.pk)
     assert claim is not None
     for index, item in enumerate(claim.items):
-        outcome: Any = (jobs.ItemFailed(f"bad output for {item.key}", raw_output="{not json")
-                        if index in fail else
-                        jobs.ItemResult({"ok": index}, tokens_in=10, tokens_out=5,
-                                        cost=Decimal("0.001")))
+        outcome: Any = (
+            jobs.ItemFailed(f"bad output for {item.key}", raw_output="{not json")
+            if index in fail
+            else jobs.ItemResult({"ok": index}, tokens_in=10, tokens_out=5, cost=Decimal("0.001"))
+        )
         jobs.item_record(item_id=item.pk, token=claim.token, outcome=outcome)
     job.refresh_from_db()
     return job
@@ -73,8 +75,12 @@ def htmx_get(client, url: str):
 
 def _pages(job: Job) -> list[str]:
     item = job.items.order_by("pk").first()
-    return [reverse("jobs"), reverse("job", args=[job.pk]),
-            reverse("job_item", args=[job.pk, item.pk]), reverse("prompts")]
+    return [
+        reverse("jobs"),
+        reverse("job", args=[job.pk]),
+        reverse("job_item", args=[job.pk, item.pk]),
+        reverse("prompts"),
+    ]
 
 
 @pytest.mark.django_db
@@ -135,7 +141,7 @@ def test_list_shows_jobs_newest_first_and_the_registered_kinds(client, root):
     assert html.index(f'data-job="{second.pk}"') < html.index(f'data-job="{first.pk}"')
     assert "3 done" in html and "1 failed" in html and "4 total" in html
     assert "root" in html
-    launch_section = html[html.index('data-testid="launch"'):]
+    launch_section = html[html.index('data-testid="launch"') :]
     for kind in jobs.registered_kinds():
         assert f"<code>{kind}</code>" in launch_section
     assert 'data-launcher="generate"' in launch_section  # the forms: test_console_launch.py
@@ -181,7 +187,7 @@ def test_job_page_lists_failures_with_reasons_and_links(client, root):
     job = finish(launch(3, user=root), fail={0, 2})
     failed = list(JobItem.objects.filter(job=job, status=ItemStatus.FAILED).order_by("pk"))
     html = client.get(reverse("job", args=[job.pk])).content.decode()
-    failures = html[html.index('data-testid="failures"'):html.index('data-testid="items"')]
+    failures = html[html.index('data-testid="failures"') : html.index('data-testid="items"')]
     for item in failed:
         assert reverse("job_item", args=[job.pk, item.pk]) in failures
         assert f"bad output for {item.key}" in failures
@@ -243,28 +249,48 @@ def test_item_page_shows_outcome_and_the_jobs_ledger(client, root):
     item = JobItem.objects.filter(job=job, status=ItemStatus.FAILED).get()
     prompt = next(iter(all_prompts()), None)
     LedgerEntry.objects.create(
-        job_id=job.pk, stage="generate", provider="gemini", model="gemini-2.5-flash",
+        job_id=job.pk,
+        stage="generate",
+        provider="gemini",
+        model="gemini-2.5-flash",
         template_name=prompt.name if prompt else "generate",
         template_version=str(prompt.version) if prompt else "1",
-        request_hash="a" * 64, outcome="invalid_output", tokens_in=123, raw_output="x")
-    LedgerEntry.objects.create(job_id=job.pk + 1, stage="elsewhere", provider="gemini",
-                               model="m", request_hash="b" * 64, outcome="ok")
+        request_hash="a" * 64,
+        outcome="invalid_output",
+        tokens_in=123,
+        raw_output="x",
+    )
+    LedgerEntry.objects.create(
+        job_id=job.pk + 1,
+        stage="elsewhere",
+        provider="gemini",
+        model="m",
+        request_hash="b" * 64,
+        outcome="ok",
+    )
     html = client.get(reverse("job_item", args=[job.pk, item.pk])).content.decode()
     assert "bad output for img-000" in html and "{not json" in html
     assert "&#x27;n&#x27;: 0" in html  # the payload, escaped
-    ledger = html[html.index('data-testid="ledger"'):]
+    ledger = html[html.index('data-testid="ledger"') :]
     assert "generate" in ledger and "123" in ledger and "elsewhere" not in ledger
     if prompt:
-        assert f'{reverse("prompts")}#{prompt.name}-v{prompt.version}' in ledger
+        assert f"{reverse('prompts')}#{prompt.name}-v{prompt.version}" in ledger
 
 
 @pytest.mark.django_db
 def test_item_page_names_an_unknown_template_without_a_link(client, root):
     client.force_login(root)
     job = finish(launch(1, user=root))
-    LedgerEntry.objects.create(job_id=job.pk, stage="s", provider="gemini", model="m",
-                               template_name="no_such_template", template_version="7",
-                               request_hash="c" * 64, outcome="ok")
+    LedgerEntry.objects.create(
+        job_id=job.pk,
+        stage="s",
+        provider="gemini",
+        model="m",
+        template_name="no_such_template",
+        template_version="7",
+        request_hash="c" * 64,
+        outcome="ok",
+    )
     item = job.items.get()
     html = client.get(reverse("job_item", args=[job.pk, item.pk])).content.decode()
     assert "no_such_template 7" in html and "#no_such_template" not in html
@@ -311,8 +337,14 @@ def test_job_page_query_count_is_constant(client, root, django_assert_max_num_qu
 def test_item_page_query_count_is_constant(client, root, django_assert_max_num_queries, n):
     job = finish(launch(2, user=root))
     for i in range(n):
-        LedgerEntry.objects.create(job_id=job.pk, stage="s", provider="gemini", model="m",
-                                   request_hash=f"{i:064d}", outcome="ok")
+        LedgerEntry.objects.create(
+            job_id=job.pk,
+            stage="s",
+            provider="gemini",
+            model="m",
+            request_hash=f"{i:064d}",
+            outcome="ok",
+        )
     client.force_login(root)
     item = job.items.first()
     with django_assert_max_num_queries(5):

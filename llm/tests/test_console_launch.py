@@ -16,10 +16,10 @@ from llm.models import Job, LLMModel
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sent")]
 
 
-def post(client, name: str, launcher: str = "generate", scope: str = "all", ids: str = "",
-         **headers):
-    return client.post(reverse(name), {"launcher": launcher, "scope": scope, "ids": ids},
-                       **headers)
+def post(
+    client, name: str, launcher: str = "generate", scope: str = "all", ids: str = "", **headers
+):
+    return client.post(reverse(name), {"launcher": launcher, "scope": scope, "ids": ids}, **headers)
 
 
 def test_every_stage_is_registered():
@@ -69,8 +69,9 @@ def test_estimate_figures_for_a_known_price(client, root, make_image, model):
     assert 'data-field="items">3<' in html
     assert f'data-field="calls">{calls_min}–{calls_max}<' in html
     assert f'data-field="tokens_in">{calls_min * per_in}–{calls_max * per_in}<' in html
-    cost_min = (Decimal(calls_min * per_in) * Decimal("1.25")
-                + Decimal(calls_min * per_out) * 10) / 1_000_000
+    cost_min = (
+        Decimal(calls_min * per_in) * Decimal("1.25") + Decimal(calls_min * per_out) * 10
+    ) / 1_000_000
     est = launchers.estimate(launchers.get_launcher("generate"), 3, model)
     assert est.cost_min == cost_min and est.cost_max == 2 * cost_min
     assert f"{cost_min:.4f}–{2 * cost_min:.4f}" in html
@@ -79,8 +80,9 @@ def test_estimate_figures_for_a_known_price(client, root, make_image, model):
 
 
 def test_estimate_of_refine_counts_three_calls():
-    model = LLMModel(name="m", price_input_per_million=Decimal("2"),
-                     price_output_per_million=Decimal("4"))
+    model = LLMModel(
+        name="m", price_input_per_million=Decimal("2"), price_output_per_million=Decimal("4")
+    )
     est = launchers.estimate(launchers.get_launcher("refine1"), 2, model)
     per_in, per_out = launchers.TYPICAL_TOKENS["rubrics.refine"]
     assert (est.calls_min, est.calls_max) == (6, 8)
@@ -116,8 +118,9 @@ def test_unknown_ids_are_refused_by_name(client, root, make_image, model):
     make_image("img-1", [])
     client.force_login(root)
     ids = "img-1\nnope-1\n\nnope-2\n"
-    html = post(client, "job_estimate", scope="chosen", ids=ids,
-                HTTP_HX_REQUEST="true").content.decode()
+    html = post(
+        client, "job_estimate", scope="chosen", ids=ids, HTTP_HX_REQUEST="true"
+    ).content.decode()
     assert "nope-1" in html and "nope-2" in html and reverse("job_launch") not in html
     response = post(client, "job_launch", scope="chosen", ids=ids, follow=True)
     assert "nope-1, nope-2" in response.content.decode()
@@ -135,9 +138,9 @@ def test_unknown_launcher_is_404(client, root):
     assert post(client, "job_estimate", launcher="nope").status_code == 404
 
 
-def test_launch_all_eligible_creates_the_job_through_the_helper(client, root, make_image,
-                                                               model, sent,
-                                                               django_capture_on_commit_callbacks):
+def test_launch_all_eligible_creates_the_job_through_the_helper(
+    client, root, make_image, model, sent, django_capture_on_commit_callbacks
+):
     make_image("img-1", [])
     make_image("img-2", [])
     make_image("img-3")  # in review: not eligible
@@ -167,8 +170,14 @@ def test_estimate_notes_chosen_items_left_out(client, root, make_image, model):
     candidate.status = "accepted"
     candidate.save()
     client.force_login(root)
-    html = post(client, "job_estimate", launcher="guard", scope="chosen",
-                ids="img-1\nimg-3", HTTP_HX_REQUEST="true").content.decode()
+    html = post(
+        client,
+        "job_estimate",
+        launcher="guard",
+        scope="chosen",
+        ids="img-1\nimg-3",
+        HTTP_HX_REQUEST="true",
+    ).content.decode()
     assert 'data-field="items">1<' in html and "1 of the chosen are not eligible" in html
 
 
@@ -185,8 +194,14 @@ def test_launch_error_is_a_message(client, root, make_image, settings):
 def test_rubric_stage_refuses_unknown_questions(client, root, make_image, model):
     make_image("img-1", [])  # an image without a final question is unknown to rubric stages
     client.force_login(root)
-    html = post(client, "job_estimate", launcher="build", scope="chosen", ids="img-1",
-                HTTP_HX_REQUEST="true").content.decode()
+    html = post(
+        client,
+        "job_estimate",
+        launcher="build",
+        scope="chosen",
+        ids="img-1",
+        HTTP_HX_REQUEST="true",
+    ).content.decode()
     assert "img-1" in html and "Unknown" in html
 
 

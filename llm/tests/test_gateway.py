@@ -42,8 +42,9 @@ class Candidates(BaseModel):
 
 
 def ask(harness: Harness, model: ModelConfig, **kwargs) -> object:
-    kwargs.setdefault("prompt", ["Propose questions about this image.",
-                                 ImagePart(PNG, "image/png")])
+    kwargs.setdefault(
+        "prompt", ["Propose questions about this image.", ImagePart(PNG, "image/png")]
+    )
     kwargs.setdefault("system", "You write benchmark questions.")
     kwargs.setdefault("schema", Candidates)
     kwargs.setdefault("stage", "generate")
@@ -53,8 +54,9 @@ def ask(harness: Harness, model: ModelConfig, **kwargs) -> object:
 
 
 def test_gemini_structured_output_with_the_image_inline(harness):
-    harness.fake.default = Reply(text=VALID, prompt_tokens=1200, output_tokens=80,
-                                 thoughts_tokens=20, cached_tokens=1000)
+    harness.fake.default = Reply(
+        text=VALID, prompt_tokens=1200, output_tokens=80, thoughts_tokens=20, cached_tokens=1000
+    )
 
     result = ask(harness, GEMINI, job_id=7)
 
@@ -80,12 +82,20 @@ def test_gemini_structured_output_with_the_image_inline(harness):
 
     row = LedgerEntry.objects.get()
     assert (row.outcome, row.provider, row.model, row.model_version) == (
-        Outcome.OK, "gemini", "gemini-2.5-flash", GEMINI_MODEL_VERSION)
+        Outcome.OK,
+        "gemini",
+        "gemini-2.5-flash",
+        GEMINI_MODEL_VERSION,
+    )
     assert (row.tokens_in, row.tokens_out, row.tokens_cached) == (1200, 100, 1000)
     # 1200 x 1.25 + 100 x 10 per million (thinking tokens are billed as output).
     assert row.cost == Decimal("0.0025") == result.cost
     assert (row.stage, row.template_name, row.template_version, row.job_id) == (
-        "generate", "generate_candidates", "3", 7)
+        "generate",
+        "generate_candidates",
+        "3",
+        7,
+    )
     assert row.request_hash == result.request_hash and len(row.request_hash) == 64
     assert row.raw_output == VALID and row.latency_ms >= 0 and not row.is_repair
 
@@ -117,14 +127,22 @@ def test_openai_compatible_structured_output_with_the_image_as_a_data_url(harnes
 
     row = LedgerEntry.objects.get()
     assert (row.outcome, row.model_version, row.tokens_in, row.tokens_out) == (
-        Outcome.OK, OPENAI_MODEL_VERSION, 900, 50)
+        Outcome.OK,
+        OPENAI_MODEL_VERSION,
+        900,
+        50,
+    )
     assert row.cost == Decimal("0.00055")  # 900 x 0.5 + 50 x 2 per million
 
 
 def test_an_admin_configured_model_row_is_accepted(harness):
     model = LLMModel.objects.create(
-        name="flash", provider="gemini", model="gemini-2.5-flash", parameters={"temperature": 1},
-        price_input_per_million=Decimal("0.30"), price_output_per_million=Decimal("2.50"),
+        name="flash",
+        provider="gemini",
+        model="gemini-2.5-flash",
+        parameters={"temperature": 1},
+        price_input_per_million=Decimal("0.30"),
+        price_output_per_million=Decimal("2.50"),
     )
     harness.fake.default = Reply(text=VALID, prompt_tokens=1000, output_tokens=1000)
 
@@ -163,7 +181,9 @@ def test_invalid_output_gets_one_repair(harness, provider):
 
     rows = list(LedgerEntry.objects.order_by("pk"))
     assert [(r.outcome, r.is_repair) for r in rows] == [
-        (Outcome.INVALID_OUTPUT, False), (Outcome.OK, True)]
+        (Outcome.INVALID_OUTPUT, False),
+        (Outcome.OK, True),
+    ]
     assert rows[0].raw_output == '{"questions": "not a list"' and rows[0].error
     # Both rows are the same logical request: the cache finds the repaired answer.
     assert {r.request_hash for r in rows} == {result.request_hash}
@@ -171,8 +191,9 @@ def test_invalid_output_gets_one_repair(harness, provider):
 
 
 def test_invalid_twice_fails_with_the_raw_text_kept(harness):
-    harness.fake.queue(Reply(text="Sure! Here are questions: 1. Why?"),
-                       Reply(text='{"questions": [1, 2]'))
+    harness.fake.queue(
+        Reply(text="Sure! Here are questions: 1. Why?"), Reply(text='{"questions": [1, 2]')
+    )
 
     result = ask(harness, GEMINI)
 
@@ -199,7 +220,9 @@ def test_a_per_minute_429_waits_the_servers_retry_delay(harness, provider):
     assert time.monotonic() - started >= 0.3
     assert result.ok and len(harness.fake.requests) == 2
     assert list(LedgerEntry.objects.order_by("pk").values_list("outcome", "attempt")) == [
-        (Outcome.RATE_LIMITED, 1), (Outcome.OK, 2)]
+        (Outcome.RATE_LIMITED, 1),
+        (Outcome.OK, 2),
+    ]
 
 
 def test_the_retry_delay_is_capped(harness):
@@ -245,7 +268,10 @@ def test_server_errors_are_retried_with_backoff(harness, provider):
 
     assert result.ok and len(harness.fake.requests) == 3
     assert [r.outcome for r in LedgerEntry.objects.order_by("pk")] == [
-        Outcome.SERVER_ERROR, Outcome.SERVER_ERROR, Outcome.OK]
+        Outcome.SERVER_ERROR,
+        Outcome.SERVER_ERROR,
+        Outcome.OK,
+    ]
 
 
 def test_server_errors_without_end_fail_after_the_bounded_attempts(harness):
@@ -261,8 +287,9 @@ def test_server_errors_without_end_fail_after_the_bounded_attempts(harness):
 
 @pytest.mark.parametrize("provider", ["gemini", "openai"])
 def test_timeouts_are_retried_then_fail_as_timeout(harness, provider):
-    harness.conf = harness.conf.__class__(**{**harness.conf.__dict__, "timeout_s": 0.2,
-                                             "max_attempts": 2})
+    harness.conf = harness.conf.__class__(
+        **{**harness.conf.__dict__, "timeout_s": 0.2, "max_attempts": 2}
+    )
     harness.fake.default = Reply(text=VALID, delay=0.6)
 
     result = ask(harness, MODELS[provider])
@@ -293,8 +320,11 @@ def test_the_cache_answers_an_identical_request_without_a_call(harness):
     fresh = ask(harness, GEMINI, fresh=True)
     assert fresh.ok and not fresh.cached and len(harness.fake.requests) == 2
 
-    other_image = ask(harness, GEMINI, prompt=["Propose questions about this image.",
-                                               ImagePart(PNG + b"x", "image/png")])
+    other_image = ask(
+        harness,
+        GEMINI,
+        prompt=["Propose questions about this image.", ImagePart(PNG + b"x", "image/png")],
+    )
     assert not other_image.cached and len(harness.fake.requests) == 3
     other_model = ask(harness, QWEN)
     assert not other_model.cached and len(harness.fake.requests) == 4
@@ -313,10 +343,12 @@ def test_the_request_hash_covers_what_the_answer_depends_on():
     variants = [
         request_hash(warmer, system="s", prompt=prompt, schema=Candidates),
         request_hash(GEMINI, system="t", prompt=prompt, schema=Candidates),
-        request_hash(GEMINI, system="s", prompt=["Q?", ImagePart(PNG, "image/jpeg")],
-                     schema=Candidates),
-        request_hash(GEMINI, system="s", prompt=["Q?", ImagePart(PNG[:-1], "image/png")],
-                     schema=Candidates),
+        request_hash(
+            GEMINI, system="s", prompt=["Q?", ImagePart(PNG, "image/jpeg")], schema=Candidates
+        ),
+        request_hash(
+            GEMINI, system="s", prompt=["Q?", ImagePart(PNG[:-1], "image/png")], schema=Candidates
+        ),
         request_hash(GEMINI, system="s", prompt=prompt, schema=Other),
         request_hash(QWEN, system="s", prompt=prompt, schema=Candidates),
     ]
@@ -339,7 +371,8 @@ def test_every_request_goes_through_the_limiter(harness):
 
 
 def test_the_settings_gateway_uses_the_environment_and_the_redis_bucket(
-        settings, fake_llm, redis_url):
+    settings, fake_llm, redis_url
+):
     """The production path: keys and base URLs from settings, the limiter in Redis."""
     settings.GEMINI_API_KEY = "fake-gemini-key"
     settings.GEMINI_BASE_URL = fake_llm.base_url
@@ -349,8 +382,7 @@ def test_the_settings_gateway_uses_the_environment_and_the_redis_bucket(
 
     async def call():
         try:
-            return await call_structured(model, prompt=["Q?"], schema=Candidates,
-                                         stage="generate")
+            return await call_structured(model, prompt=["Q?"], schema=Candidates, stage="generate")
         finally:
             await sync_to_async(connections.close_all)()
 

@@ -20,19 +20,24 @@ def grounded(harness: Harness, **kwargs):
 
 
 def test_search_call_sends_the_tool_and_no_json_type_and_reads_the_metadata(harness):
-    meta = grounding_metadata([("Wine of Burgundy", "wine.example"), ("Stew", "stew.example")],
-                              [("It is braised in red Burgundy wine.", [0]),
-                               ("Lardons are browned first.", [0, 1])])
-    harness.fake.queue(Reply(text="It is braised in red Burgundy wine. Lardons are browned first.",
-                             grounding=meta))
+    meta = grounding_metadata(
+        [("Wine of Burgundy", "wine.example"), ("Stew", "stew.example")],
+        [("It is braised in red Burgundy wine.", [0]), ("Lardons are browned first.", [0, 1])],
+    )
+    harness.fake.queue(
+        Reply(text="It is braised in red Burgundy wine. Lardons are browned first.", grounding=meta)
+    )
     result = grounded(harness, system="Research.", template_name="t", template_version="1")
     assert result.ok and not result.call.cached
     assert result.text.startswith("It is braised")
     assert result.chunks == [
         ("https://vertexaisearch.cloud.google.com/grounding-api-redirect/0", "Wine of Burgundy"),
-        ("https://vertexaisearch.cloud.google.com/grounding-api-redirect/1", "Stew")]
-    assert result.supports == [("It is braised in red Burgundy wine.", [0]),
-                               ("Lardons are browned first.", [0, 1])]
+        ("https://vertexaisearch.cloud.google.com/grounding-api-redirect/1", "Stew"),
+    ]
+    assert result.supports == [
+        ("It is braised in red Burgundy wine.", [0]),
+        ("Lardons are browned first.", [0, 1]),
+    ]
     body = harness.fake.requests[0].body
     assert body["tools"] == [{"googleSearch": {}}]
     assert "responseMimeType" not in body.get("generationConfig", {})
@@ -43,14 +48,25 @@ def test_search_call_sends_the_tool_and_no_json_type_and_reads_the_metadata(harn
 
 
 def test_url_context_statuses_and_the_cache_answers_with_the_metadata(harness):
-    statuses = {"urlMetadata": [
-        {"retrievedUrl": "https://a.example", "urlRetrievalStatus": "URL_RETRIEVAL_STATUS_SUCCESS"},
-        {"retrievedUrl": "https://b.example", "urlRetrievalStatus": "URL_RETRIEVAL_STATUS_ERROR"}]}
+    statuses = {
+        "urlMetadata": [
+            {
+                "retrievedUrl": "https://a.example",
+                "urlRetrievalStatus": "URL_RETRIEVAL_STATUS_SUCCESS",
+            },
+            {
+                "retrievedUrl": "https://b.example",
+                "urlRetrievalStatus": "URL_RETRIEVAL_STATUS_ERROR",
+            },
+        ]
+    }
     harness.fake.queue(Reply(text="s1: verified", url_context=statuses))
     first = grounded(harness, tools=("url_context",))
     assert harness.fake.requests[0].body["tools"] == [{"urlContext": {}}]
-    assert first.url_statuses == [("https://a.example", "URL_RETRIEVAL_STATUS_SUCCESS"),
-                                  ("https://b.example", "URL_RETRIEVAL_STATUS_ERROR")]
+    assert first.url_statuses == [
+        ("https://a.example", "URL_RETRIEVAL_STATUS_SUCCESS"),
+        ("https://b.example", "URL_RETRIEVAL_STATUS_ERROR"),
+    ]
     again = grounded(harness, tools=("url_context",))
     assert again.call.cached and len(harness.fake.requests) == 1
     assert (again.text, again.url_statuses) == (first.text, first.url_statuses)
@@ -62,17 +78,23 @@ def test_url_context_statuses_and_the_cache_answers_with_the_metadata(harness):
 
 
 def test_retries_server_errors_and_records_them(harness):
-    harness.fake.queue(Reply.server_error(), Reply(text="fine", grounding=grounding_metadata(
-        [("T", "t.example")], [("fine", [0])])))
+    harness.fake.queue(
+        Reply.server_error(),
+        Reply(text="fine", grounding=grounding_metadata([("T", "t.example")], [("fine", [0])])),
+    )
     result = grounded(harness)
     assert result.ok and result.call.requests == 2 and result.supports == [("fine", [0])]
     assert list(LedgerEntry.objects.order_by("pk").values_list("outcome", flat=True)) == [
-        Outcome.SERVER_ERROR, Outcome.OK]
+        Outcome.SERVER_ERROR,
+        Outcome.OK,
+    ]
 
 
 def test_failure_comes_back_as_a_result_and_bad_arguments_are_refused(harness):
-    harness.fake.default = Reply(status=400, error_body={"error": {
-        "code": 400, "message": "bad", "status": "INVALID_ARGUMENT"}})
+    harness.fake.default = Reply(
+        status=400,
+        error_body={"error": {"code": 400, "message": "bad", "status": "INVALID_ARGUMENT"}},
+    )
     result = grounded(harness)
     assert not result.ok and result.text == "" and "400" in result.call.error
     with pytest.raises(GatewayError, match="Gemini"):

@@ -33,19 +33,32 @@ ITEMS = 60
 MAX_ATTEMPTS = 3  # LLM_MAX_ATTEMPTS: 5xx, timeouts and resets
 RATE_LIMIT_WAITS = 3  # LLM_MAX_RATE_LIMIT_WAITS: 429s waited out
 MODELS = {
-    "gemini": ModelConfig(name="gemini-faults", provider="gemini", model="gemini-2.5-flash",
-                          price_input_per_million=Decimal("1.25"),
-                          price_output_per_million=Decimal("10")),
-    "openai": ModelConfig(name="qwen-faults", provider="openai", model="Qwen/Qwen3-VL-8B",
-                          price_input_per_million=Decimal("0.5"),
-                          price_output_per_million=Decimal("2")),
+    "gemini": ModelConfig(
+        name="gemini-faults",
+        provider="gemini",
+        model="gemini-2.5-flash",
+        price_input_per_million=Decimal("1.25"),
+        price_output_per_million=Decimal("10"),
+    ),
+    "openai": ModelConfig(
+        name="qwen-faults",
+        provider="openai",
+        model="Qwen/Qwen3-VL-8B",
+        price_input_per_million=Decimal("0.5"),
+        price_output_per_million=Decimal("2"),
+    ),
 }
 VALID = '{"answer": "forty-two", "score": 7}'
 # What the gateway records for a request that got each fault.
-ROW_OUTCOME = {"": Outcome.OK, "rate_limited": Outcome.RATE_LIMITED,
-               "server_error": Outcome.SERVER_ERROR, "timeout": Outcome.TIMEOUT,
-               "connection_reset": Outcome.SERVER_ERROR, "malformed_json": Outcome.INVALID_OUTPUT,
-               "schema_invalid": Outcome.INVALID_OUTPUT}
+ROW_OUTCOME = {
+    "": Outcome.OK,
+    "rate_limited": Outcome.RATE_LIMITED,
+    "server_error": Outcome.SERVER_ERROR,
+    "timeout": Outcome.TIMEOUT,
+    "connection_reset": Outcome.SERVER_ERROR,
+    "malformed_json": Outcome.INVALID_OUTPUT,
+    "schema_invalid": Outcome.INVALID_OUTPUT,
+}
 
 pytestmark = pytest.mark.usefixtures("sent")  # chunk tasks are caught, not sent
 
@@ -63,8 +76,12 @@ async def ask(gateway: Gateway, payload: dict[str, Any]) -> jobs.ItemResult:
     """One structured call per item; a call that did not end ok fails the item with why."""
     context = jobs.current_item.get()
     call = await gateway.call_structured(
-        MODELS[payload["provider"]], prompt=[prompt_of(context.key)], schema=Answer,
-        stage="fault-test", job_id=context.job_id)
+        MODELS[payload["provider"]],
+        prompt=[prompt_of(context.key)],
+        schema=Answer,
+        stage="fault-test",
+        job_id=context.job_id,
+    )
     if not call.ok or not isinstance(call.output, Answer):
         raise jobs.ItemFailed(f"{call.outcome}: {call.error}", call)
     return jobs.ItemResult.of_calls({"score": call.output.score}, call)
@@ -98,8 +115,9 @@ def drain(job: Job, runners: int = 2) -> None:
 
     def run() -> None:
         try:
-            while jobs.job_run_chunk(job_id=job.pk,
-                                     gateway_factory=lambda: Gateway(limiter=MemoryTokenBucket())):
+            while jobs.job_run_chunk(
+                job_id=job.pk, gateway_factory=lambda: Gateway(limiter=MemoryTokenBucket())
+            ):
                 pass
         except BaseException as exc:  # noqa: BLE001 (re-raised in the test's thread)
             errors.append(exc)
@@ -143,8 +161,9 @@ def reason_for(mode: str) -> str:
 def run_faulty_job(fake: FakeLLM, provider: str, mode: str) -> Job:
     fake.default = Reply(text=VALID, prompt_tokens=100, output_tokens=20)
     fake.inject(mode, rate=0.2, seed=4, delay=3)
-    job = jobs.job_launch(kind=KIND, items=[(f"img-{i:03d}", {"provider": provider})
-                                            for i in range(ITEMS)])
+    job = jobs.job_launch(
+        kind=KIND, items=[(f"img-{i:03d}", {"provider": provider}) for i in range(ITEMS)]
+    )
     drain(job)
     return job
 
@@ -158,7 +177,11 @@ def assert_job_agrees_with_the_fake(job: Job, fake: FakeLLM, provider: str, mode
     assert job.status == JobStatus.DONE and job.finished_at is not None
     statuses = {s: sum(i.status == s for i in items.values()) for s in ItemStatus}
     assert (job.items_total, job.items_done, job.items_failed, job.items_remaining) == (
-        ITEMS, statuses[ItemStatus.DONE], statuses[ItemStatus.FAILED], 0)
+        ITEMS,
+        statuses[ItemStatus.DONE],
+        statuses[ItemStatus.FAILED],
+        0,
+    )
     assert statuses[ItemStatus.DONE] + statuses[ItemStatus.FAILED] == ITEMS
 
     # About a fifth of the requests failed, and some items needed more than one.
@@ -177,7 +200,10 @@ def assert_job_agrees_with_the_fake(job: Job, fake: FakeLLM, provider: str, mode
         rows = list(ledger.filter(request_hash=digest).order_by("pk"))
         # One ledger row per request the fake received for this item, each with its outcome.
         assert [r.outcome for r in rows] == [ROW_OUTCOME[f] for f in sent], (
-            key, sent, [r.error for r in rows])
+            key,
+            sent,
+            [r.error for r in rows],
+        )
         assert all(r.provider == provider for r in rows)
         if sent[-1] == "":
             assert item.status == ItemStatus.DONE, (key, sent, item.last_error)
@@ -205,7 +231,8 @@ def assert_job_agrees_with_the_fake(job: Job, fake: FakeLLM, provider: str, mode
 @pytest.mark.parametrize("provider", ["gemini", "openai"])
 @pytest.mark.parametrize("mode", FAULTS)
 def test_with_20_percent_of_calls_failing_every_item_ends_once_with_its_reason(
-        fake_llm, gateway_settings, provider, mode):
+    fake_llm, gateway_settings, provider, mode
+):
     if mode == "timeout":
         # The fake answers these after 3 s; a second is ample for the others, even on a busy
         # machine (a spurious timeout would show as a ledger row the fake did not cause).

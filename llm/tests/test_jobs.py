@@ -48,8 +48,12 @@ def sent(monkeypatch) -> list[int]:
 
 
 def launch(kind: str, n: int, user=None, **payload) -> Job:
-    return jobs.job_launch(kind=kind, items=[(f"img-{i:03d}", {"n": i, **payload})
-                                             for i in range(n)], params={"p": 1}, user=user)
+    return jobs.job_launch(
+        kind=kind,
+        items=[(f"img-{i:03d}", {"n": i, **payload}) for i in range(n)],
+        params={"p": 1},
+        user=user,
+    )
 
 
 def drain(job: Job, runners: int = 1) -> None:
@@ -84,14 +88,19 @@ def assert_counters_match_rows(job: Job) -> None:
 
 @pytest.mark.django_db
 def test_launch_creates_items_and_enqueues_after_commit(
-        sent, root, django_capture_on_commit_callbacks):
+    sent, root, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         job = launch("test.echo", 12, user=root)
         assert sent == []  # nothing leaves before the commit
     assert len(callbacks) == 3  # ceil(12 / chunk_size 5), under LLM_JOB_PARALLEL_CHUNKS
     assert sent == [job.pk] * 3
     assert (job.status, job.items_total, job.items_remaining, job.launched_by) == (
-        JobStatus.QUEUED, 12, 12, root)
+        JobStatus.QUEUED,
+        12,
+        12,
+        root,
+    )
     items = JobItem.objects.filter(job=job).order_by("key")
     assert [i.key for i in items][:2] == ["img-000", "img-001"]
     assert all(i.status == ItemStatus.PENDING and i.attempts == 0 for i in items)
@@ -122,8 +131,11 @@ def test_claims_lease_chunks_and_take_back_expired_leases(sent):
     assert [i.key for i in first.items] == [f"img-{i:03d}" for i in range(5)]
     assert [i.key for i in second.items] == [f"img-{i:03d}" for i in range(5, 10)]
     lease = now + timedelta(seconds=settings.LLM_JOB_LEASE_SECONDS)
-    assert all((i.status, i.attempts, i.lease_until, i.lease_token)
-               == (ItemStatus.RUNNING, 1, lease, first.token) for i in first.items)
+    assert all(
+        (i.status, i.attempts, i.lease_until, i.lease_token)
+        == (ItemStatus.RUNNING, 1, lease, first.token)
+        for i in first.items
+    )
     job.refresh_from_db()
     assert (job.status, job.started_at) == (JobStatus.RUNNING, now)
 
@@ -154,8 +166,12 @@ def test_recording_the_same_item_twice_changes_nothing(sent):
     assert Job.objects.values().get(pk=job.pk) == snapshot
     item.refresh_from_db()
     assert (item.status, item.result, item.tokens_in) == (ItemStatus.DONE, {"answer": 42}, 7)
-    assert (snapshot["items_done"], snapshot["items_remaining"], snapshot["tokens_in"],
-            snapshot["cost"]) == (1, 1, 7, Decimal("0.5"))
+    assert (
+        snapshot["items_done"],
+        snapshot["items_remaining"],
+        snapshot["tokens_in"],
+        snapshot["cost"],
+    ) == (1, 1, 7, Decimal("0.5"))
 
 
 @pytest.mark.django_db
@@ -167,7 +183,10 @@ def test_a_failure_keeps_its_reason_raw_output_and_cost(sent):
     assert jobs.item_record(item_id=claim.items[0].pk, token=claim.token, outcome=failure)
     item = JobItem.objects.get(job=job)
     assert (item.status, item.last_error, item.raw_output) == (
-        ItemStatus.FAILED, "output did not validate", "{not json")
+        ItemStatus.FAILED,
+        "output did not validate",
+        "{not json",
+    )
     job.refresh_from_db()
     assert (job.status, job.items_failed, job.items_remaining) == (JobStatus.DONE, 1, 0)
     assert job.finished_at is not None
@@ -178,7 +197,11 @@ def test_a_job_is_done_when_its_remaining_counter_reaches_zero(sent):
     job = launch("test.echo", 12)
     drain(job)
     assert (job.status, job.items_done, job.items_failed, job.items_remaining) == (
-        JobStatus.DONE, 12, 0, 0)
+        JobStatus.DONE,
+        12,
+        0,
+        0,
+    )
     assert (job.tokens_in, job.tokens_out, job.cost) == (120, 60, Decimal("0.012"))
     assert job.finished_at is not None
     item = JobItem.objects.get(job=job, key="img-004")
@@ -201,8 +224,9 @@ def test_cancel_stops_pending_items_and_running_ones_still_count(sent):
     assert JobItem.objects.filter(job=job, status=ItemStatus.CANCELLED).count() == 7
     assert jobs.item_claim_chunk(job_id=job.pk) is None  # nothing more is handed out
     for item in claim.items:
-        assert jobs.item_record(item_id=item.pk, token=claim.token,
-                                outcome=jobs.ItemResult({"ok": True}))
+        assert jobs.item_record(
+            item_id=item.pk, token=claim.token, outcome=jobs.ItemResult({"ok": True})
+        )
     job.refresh_from_db()
     assert (job.status, job.items_done, job.items_remaining) == (JobStatus.CANCELLED, 5, 0)
     assert job.finished_at is not None
@@ -217,14 +241,19 @@ def test_cancel_stops_pending_items_and_running_ones_still_count(sent):
 def test_retry_failed_puts_failures_back_and_they_run_again(sent, monkeypatch):
     job = launch("test.flaky", 60)
     drain(job)
-    failed = set(JobItem.objects.filter(job=job, status=ItemStatus.FAILED)
-                 .values_list("key", flat=True))
+    failed = set(
+        JobItem.objects.filter(job=job, status=ItemStatus.FAILED).values_list("key", flat=True)
+    )
     assert failed and job.status == JobStatus.DONE
     sent.clear()
     assert jobs.job_retry_failed(job_id=job.pk) == len(failed)
     job.refresh_from_db()
     assert (job.status, job.items_failed, job.items_remaining, job.finished_at) == (
-        JobStatus.QUEUED, 0, len(failed), None)
+        JobStatus.QUEUED,
+        0,
+        len(failed),
+        None,
+    )
     assert sent and set(sent) == {job.pk}
     # This time the handler succeeds for everyone.
     monkeypatch.setattr("llm.tests.job_kinds.flaky_failure", lambda key: None)
@@ -291,7 +320,8 @@ def test_retry_resumes_a_job_waiting_for_quota(sent):
 
 @pytest.mark.django_db
 def test_sweep_requeues_expired_leases_and_restarts_stalled_jobs(
-        sent, django_capture_on_commit_callbacks):
+    sent, django_capture_on_commit_callbacks
+):
     job = launch("test.echo", 7)
     now = timezone.now()
     claim = jobs.item_claim_chunk(job_id=job.pk, now=now)
@@ -333,14 +363,21 @@ def test_with_20_percent_failing_every_item_ends_done_or_failed_with_its_reason(
         failure = expected_failures.get(item.key)
         if failure is None:
             assert (item.status, item.result, item.last_error) == (
-                ItemStatus.DONE, {"ok": item.payload["n"]}, "")
+                ItemStatus.DONE,
+                {"ok": item.payload["n"]},
+                "",
+            )
         else:
             assert item.status == ItemStatus.FAILED and item.result is None
             assert item.last_error == jobs._reason(failure)
             assert item.last_error  # every failure says why
     assert {i.attempts for i in items} == {1}  # none ran twice
     assert (job.status, job.items_done, job.items_failed, job.items_remaining) == (
-        JobStatus.DONE, n - len(expected_failures), len(expected_failures), 0)
+        JobStatus.DONE,
+        n - len(expected_failures),
+        len(expected_failures),
+        0,
+    )
     assert_counters_match_rows(job)
     reasons = {i.last_error.split(":")[0] for i in items if i.status == ItemStatus.FAILED}
     assert {"ValueError", "RuntimeError", "KeyError", "output did not validate"} <= reasons
@@ -353,18 +390,46 @@ def test_with_20_percent_failing_every_item_ends_done_or_failed_with_its_reason(
 REPO = Path(settings.BASE_DIR)
 
 
-def start_worker(redis_url: str, log_path: Path, name: str,  # noqa: F811 (a value here)
-                 **env_extra: str) -> subprocess.Popen:
+def start_worker(
+    redis_url: str,
+    log_path: Path,
+    name: str,  # noqa: F811 (a value here)
+    **env_extra: str,
+) -> subprocess.Popen:
     """tests/test_worker.py's worker, importing the test kinds (`-I`), with extra settings."""
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env.update(DJANGO_SETTINGS_MODULE="gamut_site.settings", DATABASE_URL=child_database_url(),
-               REDIS_URL=redis_url, PYTHONUNBUFFERED="1", LOG_LEVEL="WARNING", **env_extra)
+    env.update(
+        DJANGO_SETTINGS_MODULE="gamut_site.settings",
+        DATABASE_URL=child_database_url(),
+        REDIS_URL=redis_url,
+        PYTHONUNBUFFERED="1",
+        LOG_LEVEL="WARNING",
+        **env_extra,
+    )
     with open(log_path, "a") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "gamut_site", "worker", "--pool=solo",
-             "-I", "llm.tests.job_kinds", "--loglevel=WARNING", "--without-heartbeat",
-             "--without-gossip", "--without-mingle", "-n", f"{name}-{os.getpid()}@%h"],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "gamut_site",
+                "worker",
+                "--pool=solo",
+                "-I",
+                "llm.tests.job_kinds",
+                "--loglevel=WARNING",
+                "--without-heartbeat",
+                "--without-gossip",
+                "--without-mingle",
+                "-n",
+                f"{name}-{os.getpid()}@%h",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def wait_for(job: Job, condition: Callable[[Job], bool], timeout: float, log_path: Path) -> None:
@@ -394,8 +459,11 @@ def test_a_job_runs_through_a_real_worker(celery_app, redis_url, tmp_path):  # n
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_worker_killed_mid_job_loses_and_duplicates_nothing(celery_app, redis_url,  # noqa: F811
-                                                              tmp_path):
+def test_a_worker_killed_mid_job_loses_and_duplicates_nothing(
+    celery_app,
+    redis_url,  # noqa: F811
+    tmp_path,
+):
     log_path = tmp_path / "worker.log"
     short = {"LLM_JOB_LEASE_SECONDS": "3", "CELERY_VISIBILITY_TIMEOUT": "5"}
     first = start_worker(redis_url, log_path, "doomed", **short)
@@ -433,7 +501,8 @@ def test_a_deferred_item_waits_keeps_its_state_and_its_attempts(sent):
     drain(job)  # both defer: pending, not claimable for 60 s
     items = list(JobItem.objects.filter(job=job))
     assert {(i.status, i.attempts, i.result["polls"]) for i in items} == {
-        (ItemStatus.PENDING, 0, 1)}
+        (ItemStatus.PENDING, 0, 1)
+    }
     assert job.items_remaining == 2 and job.status == JobStatus.RUNNING
     assert jobs.job_progress(job)["waiting"] == 2
     assert jobs.item_claim_chunk(job_id=job.pk) is None
@@ -446,7 +515,9 @@ def test_a_deferred_item_waits_keeps_its_state_and_its_attempts(sent):
         JobItem.objects.filter(job=job).update(not_before=timezone.now() - timedelta(seconds=1))
         drain(job)
     assert job.status == JobStatus.DONE and job.items_done == 2
-    assert list(JobItem.objects.filter(job=job).values_list("result", "attempts")) == [
-        ({"polls": 2}, 1)] * 2  # three runs each, one attempt used
+    assert (
+        list(JobItem.objects.filter(job=job).values_list("result", "attempts"))
+        == [({"polls": 2}, 1)] * 2
+    )  # three runs each, one attempt used
     assert job.tokens_in == 2
     assert_counters_match_rows(job)

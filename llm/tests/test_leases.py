@@ -57,8 +57,14 @@ def test_a_live_chunk_keeps_items_that_outlast_the_lease(one_second_leases, sent
 
     def run_chunk() -> None:
         try:
-            claimed.append(jobs.job_run_chunk(job_id=job.pk, gateway_factory=lambda: Gateway(
-                limiter=MemoryTokenBucket(), conf=GatewaySettings())))
+            claimed.append(
+                jobs.job_run_chunk(
+                    job_id=job.pk,
+                    gateway_factory=lambda: Gateway(
+                        limiter=MemoryTokenBucket(), conf=GatewaySettings()
+                    ),
+                )
+            )
         finally:
             connections.close_all()
 
@@ -90,8 +96,9 @@ def test_a_live_chunk_keeps_items_that_outlast_the_lease(one_second_leases, sent
 
 
 @pytest.mark.django_db
-def test_a_dead_chunk_loses_its_items_to_the_sweeper(one_second_leases, sent,
-                                                     django_capture_on_commit_callbacks):
+def test_a_dead_chunk_loses_its_items_to_the_sweeper(
+    one_second_leases, sent, django_capture_on_commit_callbacks
+):
     job = launch(3, sleep=2.5)
     now = timezone.now()
     claim = jobs.item_claim_chunk(job_id=job.pk, now=now)  # and no runner: it died at once

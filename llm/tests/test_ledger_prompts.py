@@ -32,8 +32,10 @@ class Candidates(BaseModel):
 
 
 def ask_prompt(key: str) -> list[Any]:
-    return [f"Propose questions about image {key} <script>alert('x')</script>",
-            ImagePart(PNG, "image/png")]
+    return [
+        f"Propose questions about image {key} <script>alert('x')</script>",
+        ImagePart(PNG, "image/png"),
+    ]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -43,22 +45,42 @@ def test_every_row_keeps_its_prompt_and_a_repair_its_turns(harness: Harness, pro
 
     async def call(gateway: Gateway) -> Any:
         ledger_item.set("img-7")  # what llm/jobs.py does around a handler
-        return await gateway.call_structured(MODELS[provider], prompt=ask_prompt("img-7"),
-                                             system=SYSTEM, schema=Candidates, stage="generate")
+        return await gateway.call_structured(
+            MODELS[provider],
+            prompt=ask_prompt("img-7"),
+            system=SYSTEM,
+            schema=Candidates,
+            stage="generate",
+        )
 
     assert harness.run(call).ok
     failed, invalid, repaired = LedgerEntry.objects.order_by("pk")
     assert [r.outcome for r in (failed, invalid, repaired)] == [
-        Outcome.SERVER_ERROR, Outcome.INVALID_OUTPUT, Outcome.OK]
+        Outcome.SERVER_ERROR,
+        Outcome.INVALID_OUTPUT,
+        Outcome.OK,
+    ]
     assert {r.item_key for r in (failed, invalid, repaired)} == {"img-7"}
     image = f"[image image/png, {len(PNG):,} bytes, sha256 {hashlib.sha256(PNG).hexdigest()}]"
-    assert failed.prompt == invalid.prompt == "\n".join([
-        "[system]", SYSTEM, "[user]", ask_prompt("img-7")[0], image,
-        "[response schema: Candidates]"])
+    assert (
+        failed.prompt
+        == invalid.prompt
+        == "\n".join(
+            [
+                "[system]",
+                SYSTEM,
+                "[user]",
+                ask_prompt("img-7")[0],
+                image,
+                "[response schema: Candidates]",
+            ]
+        )
+    )
     # The repair's row shows the whole conversation it sent: the invalid answer, the errors.
     assert repaired.prompt.startswith(invalid.prompt.removesuffix("[response schema: Candidates]"))
     assert '[model]\n{"questions": "oops"\n[user]\nYour previous reply did not validate' in (
-        repaired.prompt)
+        repaired.prompt
+    )
     assert "did not validate" not in invalid.prompt
 
 
@@ -75,9 +97,14 @@ def test_a_call_outside_a_job_has_no_item(harness: Harness):
 
 async def prompted(gateway: Gateway, payload: dict[str, Any]) -> jobs.ItemResult:
     context = jobs.current_item.get()
-    call = await gateway.call_structured(GEMINI, prompt=ask_prompt(context.key), system=SYSTEM,
-                                         schema=Candidates, stage="generate",
-                                         job_id=context.job_id)
+    call = await gateway.call_structured(
+        GEMINI,
+        prompt=ask_prompt(context.key),
+        system=SYSTEM,
+        schema=Candidates,
+        stage="generate",
+        job_id=context.job_id,
+    )
     if not call.ok:
         raise jobs.ItemFailed(f"{call.outcome}: {call.error}", call)
     return jobs.ItemResult.of_calls({"n": len(call.output.questions)}, call)  # type: ignore[union-attr]
@@ -86,8 +113,9 @@ async def prompted(gateway: Gateway, payload: dict[str, Any]) -> jobs.ItemResult
 @pytest.fixture
 def prompted_kind(monkeypatch, harness: Harness) -> Iterator[Harness]:
     jobs.register_kind(KIND, prompted, chunk_size=10, concurrency=2)
-    monkeypatch.setattr(run_job_chunk, "delay_on_commit",
-                        lambda job_id: transaction.on_commit(lambda: None))
+    monkeypatch.setattr(
+        run_job_chunk, "delay_on_commit", lambda job_id: transaction.on_commit(lambda: None)
+    )
     yield harness
     jobs._registry.pop(KIND, None)
 
@@ -100,8 +128,10 @@ def test_item_page_shows_the_items_calls_with_their_prompts_escaped(client, root
     job = jobs.job_launch(kind=KIND, items=[("img-0", {}), ("img-1", {})])
     harness.fake.queue(Reply(text="<i>not json</i>"))
     try:
-        jobs.job_run_chunk(job_id=job.pk, gateway_factory=lambda: Gateway(
-            limiter=MemoryTokenBucket(), conf=harness.conf))
+        jobs.job_run_chunk(
+            job_id=job.pk,
+            gateway_factory=lambda: Gateway(limiter=MemoryTokenBucket(), conf=harness.conf),
+        )
     finally:
         connections.close_all()
     assert JobItem.objects.filter(job=job, status=ItemStatus.DONE).count() == 2
@@ -110,15 +140,18 @@ def test_item_page_shows_the_items_calls_with_their_prompts_escaped(client, root
     repaired_key = rows.get(is_repair=True).item_key
     other_key = "img-1" if repaired_key == "img-0" else "img-0"
     assert sorted(rows.values_list("item_key", flat=True)) == sorted(
-        [repaired_key, repaired_key, other_key])
+        [repaired_key, repaired_key, other_key]
+    )
 
     client.force_login(root)
     item = JobItem.objects.get(job=job, key=repaired_key)
     html = client.get(reverse("job_item", args=[job.pk, item.pk])).content.decode()
-    calls = html[html.index('data-testid="ledger"'):]
+    calls = html[html.index('data-testid="ledger"') :]
     assert calls.count('data-testid="prompt"') == 2  # its answer and the repair
-    assert f"Propose questions about image {repaired_key} &lt;script&gt;alert(&#x27;x&#x27;)" \
-           "&lt;/script&gt;" in calls
+    assert (
+        f"Propose questions about image {repaired_key} &lt;script&gt;alert(&#x27;x&#x27;)"
+        "&lt;/script&gt;" in calls
+    )
     assert "<script>alert" not in html
     assert "You write &lt;b&gt;benchmark&lt;/b&gt; questions &amp; nothing else." in calls
     assert f"sha256 {hashlib.sha256(PNG).hexdigest()}" in calls

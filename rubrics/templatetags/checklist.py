@@ -16,8 +16,11 @@ from django.utils.safestring import SafeString, mark_safe
 
 register = template.Library()
 
-TIERS = (("answer_critical", "1", "Answer-critical"), ("valuable", "2", "Valuable"),
-         ("context", "3", "Context"))
+TIERS = (
+    ("answer_critical", "1", "Answer-critical"),
+    ("valuable", "2", "Valuable"),
+    ("context", "3", "Context"),
+)
 
 
 def _provenance(check: Any, origin_labels: dict[str, str]) -> str:
@@ -32,8 +35,9 @@ def _forms(check: Any, check_url: str, csrf: str, revision: Any) -> str:
     tiers = "\n".join(
         f'              <button type="submit" name="tier" value="{value}" '
         f'class="small tier-button" data-tier-key="{key}"'
-        f'{" disabled" if check.tier == value else ""}><kbd>{key}</kbd> {label}</button>'
-        for value, key, label in TIERS)
+        f"{' disabled' if check.tier == value else ''}><kbd>{key}</kbd> {label}</button>"
+        for value, key, label in TIERS
+    )
     return f'''
           <form class="edit-text" method="post" action="{check_url}/text/" hx-post="{check_url}/text/" hidden>
             {hidden}
@@ -61,15 +65,20 @@ def _forms(check: Any, check_url: str, csrf: str, revision: Any) -> str:
 def _evidence(check: Any) -> str:
     parts = []
     if check.options:
-        parts.append("<p><strong>Options:</strong> "
-                      f"{'; '.join(escape(o) for o in check.options)}</p>")
+        parts.append(
+            f"<p><strong>Options:</strong> {'; '.join(escape(o) for o in check.options)}</p>"
+        )
     if check.steps:
-        parts.append("<p><strong>Steps in order:</strong> "
-                      f"{' → '.join(escape(s) for s in check.steps)}</p>")
+        parts.append(
+            f"<p><strong>Steps in order:</strong> {' → '.join(escape(s) for s in check.steps)}</p>"
+        )
     snippets = getattr(check, "evidence", None) or []
-    parts += [f'<p><q>{escape(s.get("text", ""))}</q> — <a href="{escape(s.get("url", ""))}" '
-              f'rel="noopener noreferrer" target="_blank">'
-              f'{escape(s.get("title") or s.get("url", ""))}</a></p>' for s in snippets]
+    parts += [
+        f'<p><q>{escape(s.get("text", ""))}</q> — <a href="{escape(s.get("url", ""))}" '
+        f'rel="noopener noreferrer" target="_blank">'
+        f"{escape(s.get('title') or s.get('url', ''))}</a></p>"
+        for s in snippets
+    ]
     if not snippets:
         parts.append('<p class="small">No evidence snippet cited.</p>')
     return "".join(parts)
@@ -79,21 +88,25 @@ def _evidence(check: Any) -> str:
 def check_item(context: template.Context, check: Any) -> SafeString:
     """The check's <li>: head, text, (when editable) its forms, and its evidence."""
     oob = ' hx-swap-oob="true"' if context.get("check_oob") else ""
-    head = (f'<li class="check origin-{escape(check.origin)}" id="check-{check.pk}" tabindex="0" '
-            f'data-check="{escape(check.check_id)}" data-testid="check-{escape(check.check_id)}"'
-            f'{oob}>')
+    head = (
+        f'<li class="check origin-{escape(check.origin)}" id="check-{check.pk}" tabindex="0" '
+        f'data-check="{escape(check.check_id)}" data-testid="check-{escape(check.check_id)}"'
+        f"{oob}>"
+    )
     secondary = ' <span class="badge">secondary</span>' if check.secondary else ""
     forms = ""
     if context.get("editable"):
         check_url = escape(f"{context['checks_url']}{check.pk}")
-        forms = _forms(check, check_url, str(context.get("csrf_input", "")),
-                       context.get("revision", ""))
+        forms = _forms(
+            check, check_url, str(context.get("csrf_input", "")), context.get("revision", "")
+        )
     return mark_safe(  # noqa: S308 (every value above is escaped)
-        f'''{head}
+        f"""{head}
           <div class="check-head"><code>{escape(check.check_id)}</code> <span class="badge">{escape(check.kind)}</span>{secondary}
             <span class="provenance">{_provenance(check, context.get("origin_labels") or {})}</span></div>
           <p class="check-text">{escape(check.text)}</p>{forms}
           <div class="evidence-pop" role="note">
             {_evidence(check)}
           </div>
-        </li>''')  # noqa: E501 (markup)
+        </li>"""
+    )  # noqa: E501 (markup)

@@ -12,8 +12,10 @@ def sample_meta() -> dict:
         fact("I1"),
         strict("I2"),
         flexible("I3", meta_insights=[insight("M1")]),
-        process("I4", steps=[("Marinate the beef", True), ("Brown it", True),
-                             ("Flambé with brandy", False)]),
+        process(
+            "I4",
+            steps=[("Marinate the beef", True), ("Brown it", True), ("Flambé with brandy", False)],
+        ),
     )
 
 
@@ -26,12 +28,19 @@ def make_question(source_id: str = "img-1"):
     """A final question, made directly (stage 1 is tested elsewhere)."""
     from annotation.models import Candidate, CandidateStatus, FinalQuestion, Image
 
-    image = Image.objects.create(source_id=source_id, file=f"images/{source_id}.png",
-                                 entity="Beef bourguignon", domain="food", popularity="head")
-    candidate = Candidate.objects.create(image=image, text="What is this dish?",
-                                         origin="import", status=CandidateStatus.ACCEPTED)
-    return FinalQuestion.objects.create(image=image, candidate=candidate,
-                                        text=candidate.text, method="manual")
+    image = Image.objects.create(
+        source_id=source_id,
+        file=f"images/{source_id}.png",
+        entity="Beef bourguignon",
+        domain="food",
+        popularity="head",
+    )
+    candidate = Candidate.objects.create(
+        image=image, text="What is this dish?", origin="import", status=CandidateStatus.ACCEPTED
+    )
+    return FinalQuestion.objects.create(
+        image=image, candidate=candidate, text=candidate.text, method="manual"
+    )
 
 
 @pytest.fixture

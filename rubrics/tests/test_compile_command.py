@@ -12,8 +12,12 @@ from django.core.management import call_command
 
 from rubrics.tests.test_compiler import document, fact, flexible, process, strict
 
-VALID = document(fact(snippets=["s1"]), strict(), flexible(), process(
-    steps=[("Marinate", True), ("Flambé", False), ("Brown", True)]))
+VALID = document(
+    fact(snippets=["s1"]),
+    strict(),
+    flexible(),
+    process(steps=[("Marinate", True), ("Flambé", False), ("Brown", True)]),
+)
 
 
 def run(capsys, path: Path, *args: str) -> tuple[int, str, str]:
@@ -42,13 +46,25 @@ def test_prints_the_checks_as_json(capsys, rubric_file):
     assert (code, err) == (0, "")
     checks = json.loads(out)["checks"]
     assert [check["id"] for check in checks] == [
-        "I1", "I2.item1", "I2.item2", "I2.item3", "I3.base1",
+        "I1",
+        "I2.item1",
+        "I2.item2",
+        "I2.item3",
+        "I3.base1",
         *(f"I3.opt{k}" for k in range(1, 8)),
-        "I4.step1", "I4.step2", "I4.step3", "I4.seq_required", "I4.seq_all",
+        "I4.step1",
+        "I4.step2",
+        "I4.step3",
+        "I4.seq_required",
+        "I4.seq_all",
     ]
     assert checks[0] == {
-        "id": "I1", "kind": "fact", "tier": "answer_critical", "secondary": False,
-        "source": "I1", "rule": "fact",
+        "id": "I1",
+        "kind": "fact",
+        "tier": "answer_critical",
+        "secondary": False,
+        "source": "I1",
+        "rule": "fact",
         "text": "The response conveys this fact: Beef bourguignon is a stew from Burgundy.",
         "snippets": ["s1"],
     }
@@ -71,8 +87,7 @@ def test_prints_a_table_for_people(capsys, rubric_file, monkeypatch):
     # a wrapped text continues under the text column
     continued = lines[lines.index(base1) + 1]
     assert continued.startswith(" " * 40) and continued.strip()
-    assert lines[-1] == ("17 checks: 5 answer_critical, 10 valuable, 2 context; "
-                         "9 secondary (*)")
+    assert lines[-1] == ("17 checks: 5 answer_critical, 10 valuable, 2 context; 9 secondary (*)")
 
 
 def test_invalid_document_exits_2_with_every_problem_and_its_path(capsys, rubric_file):
@@ -88,12 +103,17 @@ def test_invalid_document_exits_2_with_every_problem_and_its_path(capsys, rubric
     ]
 
 
-@pytest.mark.parametrize(("content", "problem"), [
-    ("{not json", "not JSON: Expecting property name enclosed in double quotes at line 1, "
-                  "column 2"),
-    (b"\xff\xfe{}", "not UTF-8 text (byte 0)"),
-    ("[1, 2]", "document: expected an object, got a list"),
-])
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (
+            "{not json",
+            "not JSON: Expecting property name enclosed in double quotes at line 1, column 2",
+        ),
+        (b"\xff\xfe{}", "not UTF-8 text (byte 0)"),
+        ("[1, 2]", "document: expected an object, got a list"),
+    ],
+)
 def test_unusable_file_exits_2(capsys, rubric_file, content, problem):
     path = rubric_file(content)
     code, out, err = run(capsys, path)
@@ -104,17 +124,25 @@ def test_unusable_file_exits_2(capsys, rubric_file, content, problem):
 def test_missing_file_exits_2(capsys, tmp_path):
     code, out, err = run(capsys, tmp_path / "nowhere.json")
     assert (code, out) == (2, "")
-    assert err.splitlines()[0] == f"{tmp_path / 'nowhere.json'}: cannot read: No such file or " \
-                                  "directory"
+    assert (
+        err.splitlines()[0] == f"{tmp_path / 'nowhere.json'}: cannot read: No such file or "
+        "directory"
+    )
 
 
 def test_help_explains_the_input_format(capsys):
     with pytest.raises(SystemExit):
         call_command("compile_rubric", "--help")
     out = capsys.readouterr().out
-    for fragment in ('"schema_version": 1', "flexible_list  topic, options", "baseline",
-                     'steps: [{"text", "required": true|false}]', "answer_critical",
-                     "--format {json,table}", "Exit status 2"):
+    for fragment in (
+        '"schema_version": 1',
+        "flexible_list  topic, options",
+        "baseline",
+        'steps: [{"text", "required": true|false}]',
+        "answer_critical",
+        "--format {json,table}",
+        "Exit status 2",
+    ):
         assert fragment in out
 
 
@@ -124,7 +152,11 @@ def test_from_the_command_line(tmp_path):
     path.write_text(json.dumps(document(fact(statement=""))))
     result = subprocess.run(
         [sys.executable, "manage.py", "compile_rubric", str(path)],
-        cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=60, check=False,
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert (result.returncode, result.stdout) == (2, "")
     assert f"{path}: items[0].statement: must not be empty" in result.stderr.splitlines()

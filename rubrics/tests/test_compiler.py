@@ -21,8 +21,15 @@ from rubrics.compiler import (
     validate,
 )
 
-DISHES = ["coq au vin", "oeufs en meurette", "boeuf à la mode", "daube", "civet",
-          "pochouse", "jambon persillé"]
+DISHES = [
+    "coq au vin",
+    "oeufs en meurette",
+    "boeuf à la mode",
+    "daube",
+    "civet",
+    "pochouse",
+    "jambon persillé",
+]
 
 
 def document(*items: dict[str, Any], **fields: Any) -> dict[str, Any]:
@@ -40,38 +47,73 @@ def document(*items: dict[str, Any], **fields: Any) -> dict[str, Any]:
 
 
 def fact(id: str = "I1", tier: str = "answer_critical", **fields: Any) -> dict[str, Any]:
-    return {"id": id, "type": "fact", "tier": tier,
-            "statement": "Beef bourguignon is a stew from Burgundy", **fields}
+    return {
+        "id": id,
+        "type": "fact",
+        "tier": tier,
+        "statement": "Beef bourguignon is a stew from Burgundy",
+        **fields,
+    }
 
 
-def strict(id: str = "I2", tier: str = "answer_critical", items: list[str] | None = None,
-           **fields: Any) -> dict[str, Any]:
-    return {"id": id, "type": "strict_list", "tier": tier,
-            "topic": "core ingredients of beef bourguignon",
-            "items": items if items is not None else ["beef", "red wine", "onions"], **fields}
+def strict(
+    id: str = "I2", tier: str = "answer_critical", items: list[str] | None = None, **fields: Any
+) -> dict[str, Any]:
+    return {
+        "id": id,
+        "type": "strict_list",
+        "tier": tier,
+        "topic": "core ingredients of beef bourguignon",
+        "items": items if items is not None else ["beef", "red wine", "onions"],
+        **fields,
+    }
 
 
-def flexible(id: str = "I3", tier: str = "answer_critical", options: list[str] | None = None,
-             baseline: list[int] | None = None, **fields: Any) -> dict[str, Any]:
-    return {"id": id, "type": "flexible_list", "tier": tier,
-            "topic": "other dishes braised in Burgundy wine",
-            "options": options if options is not None else DISHES,
-            "baseline": baseline if baseline is not None else [2], **fields}
+def flexible(
+    id: str = "I3",
+    tier: str = "answer_critical",
+    options: list[str] | None = None,
+    baseline: list[int] | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    return {
+        "id": id,
+        "type": "flexible_list",
+        "tier": tier,
+        "topic": "other dishes braised in Burgundy wine",
+        "options": options if options is not None else DISHES,
+        "baseline": baseline if baseline is not None else [2],
+        **fields,
+    }
 
 
-def process(id: str = "I4", tier: str = "valuable", steps: list[tuple[str, bool]] | None = None,
-            **fields: Any) -> dict[str, Any]:
+def process(
+    id: str = "I4",
+    tier: str = "valuable",
+    steps: list[tuple[str, bool]] | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
     steps = steps if steps is not None else [("Marinate the beef", True), ("Brown it", True)]
-    return {"id": id, "type": "process", "tier": tier, "topic": "preparation of the dish",
-            "steps": [{"text": text, "required": required} for text, required in steps],
-            **fields}
+    return {
+        "id": id,
+        "type": "process",
+        "tier": tier,
+        "topic": "preparation of the dish",
+        "steps": [{"text": text, "required": required} for text, required in steps],
+        **fields,
+    }
 
 
 def relationship(id: str = "I5", tier: str = "context", **fields: Any) -> dict[str, Any]:
-    return {"id": id, "type": "relationship", "tier": tier, "entity": "Coq au vin",
-            "relation": "the same braise made with chicken",
-            "aspects": ["it uses chicken instead of beef", "both use red Burgundy wine"],
-            **fields}
+    return {
+        "id": id,
+        "type": "relationship",
+        "tier": tier,
+        "entity": "Coq au vin",
+        "relation": "the same braise made with chicken",
+        "aspects": ["it uses chicken instead of beef", "both use red Burgundy wine"],
+        **fields,
+    }
 
 
 def insight(id: str = "M1", tier: str = "valuable", **fields: Any) -> dict[str, Any]:
@@ -198,7 +240,11 @@ def test_explicit_extra_thresholds_replace_the_defaults():
     options = [f"dish {k}" for k in range(1, 13)]
     checks = checks_of(flexible(options=options, baseline=[3], extra_thresholds=[5, 9, 12]))
     assert [(check.id, check.threshold) for check in checks] == [
-        ("I3.base1", 3), ("I3.cov1", 5), ("I3.cov2", 9), ("I3.cov3", 12)]
+        ("I3.base1", 3),
+        ("I3.cov1", 5),
+        ("I3.cov2", 9),
+        ("I3.cov3", 12),
+    ]
     assert checks[3].text.startswith("The response mentions all 12 of the following")
 
 
@@ -218,14 +264,17 @@ def test_extra_thresholds_do_not_apply_to_short_lists_credited_per_option():
     assert [check.kind for check in checks] == ["coverage"] + ["option"] * 7
 
 
-@pytest.mark.parametrize(("n", "baseline", "expected"), [
-    (10, [2], [4, 6, 8]),
-    (10, [4], [6, 8]),
-    (15, [1], [6, 9, 12]),  # 0.4 * 15 is 6.000000000000001 in floating point: still 6
-    (3, [1], [2, 3]),  # ceil(1.2) = ceil(1.8) = 2: distinct values only
-    (8, [7], []),
-    (2, [1], [2]),
-])
+@pytest.mark.parametrize(
+    ("n", "baseline", "expected"),
+    [
+        (10, [2], [4, 6, 8]),
+        (10, [4], [6, 8]),
+        (15, [1], [6, 9, 12]),  # 0.4 * 15 is 6.000000000000001 in floating point: still 6
+        (3, [1], [2, 3]),  # ceil(1.2) = ceil(1.8) = 2: distinct values only
+        (8, [7], []),
+        (2, [1], [2]),
+    ],
+)
 def test_default_thresholds(n, baseline, expected):
     assert default_thresholds(n, baseline) == expected
 
@@ -241,7 +290,12 @@ def test_options_holding_commas_are_separated_by_semicolons():
 def test_fact_is_one_check_at_its_tier_with_its_snippets():
     (check,) = checks_of(fact(tier="valuable", snippets=["s1", "s2"]))
     assert check == Check(
-        id="I1", kind="fact", tier="valuable", secondary=False, source="I1", rule="fact",
+        id="I1",
+        kind="fact",
+        tier="valuable",
+        secondary=False,
+        source="I1",
+        rule="fact",
         text="The response conveys this fact: Beef bourguignon is a stew from Burgundy.",
         snippets=("s1", "s2"),
     )
@@ -255,7 +309,8 @@ def test_strict_list_is_one_check_per_member_at_the_list_tier():
         ("I2.item3", "list_item", "valuable", False),
     ]
     assert checks[1].text == (
-        'The response mentions "red wine" as one of the core ingredients of beef bourguignon.')
+        'The response mentions "red wine" as one of the core ingredients of beef bourguignon.'
+    )
     assert {check.snippets for check in checks} == {("s2",)}
     assert {check.rule for check in checks} == {"strict_list.item"}
 
@@ -272,20 +327,30 @@ def test_relationship_names_the_entity_then_each_aspect_at_the_item_tier():
         ("I5.aspect1", "relation_aspect", "valuable", False),
         ("I5.aspect2", "relation_aspect", "valuable", False),
     ]
-    assert checks[0].text == ("The response identifies Coq au vin as related to Beef "
-                              "bourguignon: the same braise made with chicken.")
-    assert checks[2].text == ("On how Beef bourguignon relates to Coq au vin, the response "
-                              "conveys: both use red Burgundy wine.")
+    assert checks[0].text == (
+        "The response identifies Coq au vin as related to Beef "
+        "bourguignon: the same braise made with chicken."
+    )
+    assert checks[2].text == (
+        "On how Beef bourguignon relates to Coq au vin, the response "
+        "conveys: both use red Burgundy wine."
+    )
     assert [check.rule for check in checks] == [
-        "relationship.entity", "relationship.aspect", "relationship.aspect"]
+        "relationship.entity",
+        "relationship.aspect",
+        "relationship.aspect",
+    ]
 
 
 # --- processes
 
 
 def test_process_with_required_steps_only():
-    checks = checks_of(process(tier="answer_critical",
-                               steps=[("Marinate", True), ("Brown", True), ("Simmer", True)]))
+    checks = checks_of(
+        process(
+            tier="answer_critical", steps=[("Marinate", True), ("Brown", True), ("Simmer", True)]
+        )
+    )
     assert summary(checks) == [
         ("I4.step1", "step", "answer_critical", False),
         ("I4.step2", "step", "answer_critical", False),
@@ -296,12 +361,22 @@ def test_process_with_required_steps_only():
     assert checks[3].rule == "process.sequence_required"
     assert checks[3].text == (
         "In describing the preparation of the dish, the response gives these steps in this "
-        "order (other steps may come between them): (1) Marinate; (2) Brown; (3) Simmer.")
+        "order (other steps may come between them): (1) Marinate; (2) Brown; (3) Simmer."
+    )
 
 
 def test_process_with_optional_steps():
-    checks = checks_of(process(tier="answer_critical", steps=[
-        ("Marinate", True), ("Flambé with cognac", False), ("Brown", True), ("Simmer", True)]))
+    checks = checks_of(
+        process(
+            tier="answer_critical",
+            steps=[
+                ("Marinate", True),
+                ("Flambé with cognac", False),
+                ("Brown", True),
+                ("Simmer", True),
+            ],
+        )
+    )
     assert summary(checks) == [
         ("I4.step1", "step", "answer_critical", False),
         ("I4.step2", "step", "valuable", True),
@@ -311,25 +386,42 @@ def test_process_with_optional_steps():
         ("I4.seq_all", "sequence", "valuable", True),
     ]
     assert [check.rule for check in checks[:2]] == [
-        "process.step_required", "process.step_optional"]
+        "process.step_required",
+        "process.step_optional",
+    ]
     assert checks[4].steps == ("Marinate", "Brown", "Simmer")
     assert checks[5].steps == ("Marinate", "Flambé with cognac", "Brown", "Simmer")
     assert checks[5].rule == "process.sequence_all"
     assert checks[1].text == (
         "In describing the preparation of the dish, the response mentions this step: "
-        "Flambé with cognac.")
+        "Flambé with cognac."
+    )
 
 
-@pytest.mark.parametrize(("steps", "expected"), [
-    ([("Simmer", True)], [("I4.step1", "valuable", False)]),
-    ([("Garnish", False)], [("I4.step1", "context", True)]),
-    ([("Brown", True), ("Garnish", False)],
-     [("I4.step1", "valuable", False), ("I4.step2", "context", True),
-      ("I4.seq_all", "context", True)]),
-    ([("Garnish", False), ("Serve", False)],
-     [("I4.step1", "context", True), ("I4.step2", "context", True),
-      ("I4.seq_all", "context", True)]),
-], ids=["one-required", "one-optional", "required-and-optional", "optional-only"])
+@pytest.mark.parametrize(
+    ("steps", "expected"),
+    [
+        ([("Simmer", True)], [("I4.step1", "valuable", False)]),
+        ([("Garnish", False)], [("I4.step1", "context", True)]),
+        (
+            [("Brown", True), ("Garnish", False)],
+            [
+                ("I4.step1", "valuable", False),
+                ("I4.step2", "context", True),
+                ("I4.seq_all", "context", True),
+            ],
+        ),
+        (
+            [("Garnish", False), ("Serve", False)],
+            [
+                ("I4.step1", "context", True),
+                ("I4.step2", "context", True),
+                ("I4.seq_all", "context", True),
+            ],
+        ),
+    ],
+    ids=["one-required", "one-optional", "required-and-optional", "optional-only"],
+)
 def test_small_processes_get_a_sequence_check_only_where_there_is_an_order(steps, expected):
     checks = checks_of(process(tier="valuable", steps=steps))
     assert [(check.id, check.tier, check.secondary) for check in checks] == expected
@@ -346,27 +438,42 @@ def test_context_process_keeps_context_for_its_secondary_checks():
 
 def test_meta_insight_is_one_check_at_its_own_tier_after_its_parent():
     checks = checks_of(
-        strict(tier="valuable", snippets=["s1"],
-               meta_insights=[insight("M1", tier="answer_critical"),
-                              insight("M2", tier="context", snippets=["s2"])]),
+        strict(
+            tier="valuable",
+            snippets=["s1"],
+            meta_insights=[
+                insight("M1", tier="answer_critical"),
+                insight("M2", tier="context", snippets=["s2"]),
+            ],
+        ),
         fact("I9"),
     )
-    assert [check.id for check in checks] == ["I2.item1", "I2.item2", "I2.item3", "M1", "M2",
-                                              "I9"]
+    assert [check.id for check in checks] == ["I2.item1", "I2.item2", "I2.item3", "M1", "M2", "I9"]
     m1, m2 = checks[3], checks[4]
     assert (m1.kind, m1.tier, m1.secondary, m1.source, m1.rule) == (
-        "meta_insight", "answer_critical", False, "M1", "meta_insight")
+        "meta_insight",
+        "answer_critical",
+        False,
+        "M1",
+        "meta_insight",
+    )
     assert m1.snippets == ("s1",)  # inherited from the list
     assert m2.snippets == ("s2",)  # its own
-    assert m1.text == ("The response conveys this overall insight about the core ingredients "
-                       "of beef bourguignon: It always uses a red meat.")
+    assert m1.text == (
+        "The response conveys this overall insight about the core ingredients "
+        "of beef bourguignon: It always uses a red meat."
+    )
 
 
 def test_meta_insights_on_flexible_lists_and_processes():
-    checks = checks_of(flexible(meta_insights=[insight("M1")]),
-                       process(meta_insights=[insight("M2", tier="context")]))
+    checks = checks_of(
+        flexible(meta_insights=[insight("M1")]),
+        process(meta_insights=[insight("M2", tier="context")]),
+    )
     assert [(check.id, check.tier) for check in checks if check.kind == "meta_insight"] == [
-        ("M1", "valuable"), ("M2", "context")]
+        ("M1", "valuable"),
+        ("M2", "context"),
+    ]
     assert checks[-1].id == "M2" and checks[8].id == "M1"
 
 
@@ -396,8 +503,7 @@ def test_compiling_twice_gives_identical_output():
 def test_editing_one_item_leaves_the_other_items_check_ids_alone():
     before = checks_of(strict(), flexible(), process())
     after = checks_of(strict(items=["beef"]), flexible(options=DISHES + ["x", "y"]), process())
-    assert [c.id for c in before if c.source == "I4"] == [c.id for c in after
-                                                          if c.source == "I4"]
+    assert [c.id for c in before if c.source == "I4"] == [c.id for c in after if c.source == "I4"]
     assert [c.id for c in after if c.source == "I2"] == ["I2.item1"]
 
 
@@ -408,7 +514,12 @@ def test_the_json_schema_is_closed_and_discriminated_by_type():
     union = schema["properties"]["items"]["items"]
     assert union["discriminator"]["propertyName"] == "type"
     assert set(union["discriminator"]["mapping"]) == {
-        "fact", "strict_list", "flexible_list", "process", "relationship"}
+        "fact",
+        "strict_list",
+        "flexible_list",
+        "process",
+        "relationship",
+    }
     assert all(model["additionalProperties"] is False for model in schema["$defs"].values())
 
 
@@ -431,11 +542,14 @@ def test_not_an_object():
     assert problems_of([]) == ["document: expected an object, got a list"]
 
 
-@pytest.mark.parametrize(("value", "message"), [
-    (2, "schema_version: unsupported schema_version 2; this compiler reads version 1"),
-    ("1", "schema_version: expected an integer, got a string"),
-    (True, "schema_version: expected an integer, got a boolean"),
-])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (2, "schema_version: unsupported schema_version 2; this compiler reads version 1"),
+        ("1", "schema_version: expected an integer, got a string"),
+        (True, "schema_version: expected an integer, got a boolean"),
+    ],
+)
 def test_schema_version_must_be_the_integer_1(value, message):
     assert problems_of(document(fact(), schema_version=value)) == [message]
 
@@ -480,10 +594,14 @@ def test_unknown_tier_on_an_item_and_on_a_meta_insight():
 def test_missing_and_empty_required_fields():
     no_statement = fact()
     del no_statement["statement"]
-    doc = document(no_statement, strict(topic=" ", items=[]),
-                   flexible(options=["only one"], baseline=[]),
-                   process(steps=[]), relationship(aspects=[""]),
-                   {**process("I6"), "steps": [{"text": "Brown"}]})
+    doc = document(
+        no_statement,
+        strict(topic=" ", items=[]),
+        flexible(options=["only one"], baseline=[]),
+        process(steps=[]),
+        relationship(aspects=[""]),
+        {**process("I6"), "steps": [{"text": "Brown"}]},
+    )
     assert problems_of(doc) == [
         "items[0].statement: required field is missing",
         "items[1].topic: must not be empty",
@@ -519,12 +637,13 @@ def test_wrong_json_types():
 
 
 def test_unknown_fields_name_the_allowed_ones():
-    doc = document({**fact(), "options": ["a"]},
-                   process("I2") | {"steps": [{"text": "a", "required": True, "optional": 1}]},
-                   extra=1)
+    doc = document(
+        {**fact(), "options": ["a"]},
+        process("I2") | {"steps": [{"text": "a", "required": True, "optional": 1}]},
+        extra=1,
+    )
     assert problems_of(doc) == [
-        "extra: unknown field; the document has schema_version, question, entity, snippets, "
-        "items",
+        "extra: unknown field; the document has schema_version, question, entity, snippets, items",
         "items[0].options: unknown field; a fact item has id, type, tier, snippets, note, "
         "statement",
         "items[1].steps[0].optional: unknown field; a step has text, required",
@@ -533,7 +652,8 @@ def test_unknown_fields_name_the_allowed_ones():
 
 def test_misspelt_extra_thresholds_is_not_silently_ignored():
     assert problems_of(document(flexible(extra_threshold=[5])))[0].startswith(
-        "items[0].extra_threshold: unknown field; a flexible_list item has id, type, tier,")
+        "items[0].extra_threshold: unknown field; a flexible_list item has id, type, tier,"
+    )
 
 
 def test_ids_must_be_unique_across_items_and_meta_insights():
@@ -551,7 +671,8 @@ def test_ids_must_be_unique_across_items_and_meta_insights():
 
 def test_ids_differing_only_in_surrounding_spaces_are_the_same_id():
     assert problems_of(document(fact("I1"), fact(" I1 "))) == [
-        'items[1].id: duplicate id "I1" (also at items[0].id)']
+        'items[1].id: duplicate id "I1" (also at items[0].id)'
+    ]
 
 
 def test_ids_may_not_hold_dots_or_spaces():
@@ -649,8 +770,7 @@ def test_every_problem_is_reported_at_once_grouped_by_item():
     )
     assert problems_of(doc) == [
         "question: must not be empty",
-        'items[0].tier: unknown tier "urgent"; expected one of answer_critical, valuable, '
-        "context",
+        'items[0].tier: unknown tier "urgent"; expected one of answer_critical, valuable, context',
         'items[0].snippets[0]: unknown snippet "s7": no top-level snippet has this id',
         'items[1].tier: unknown tier "critical"; expected one of answer_critical, valuable, '
         "context",
@@ -665,6 +785,7 @@ def test_the_exception_carries_problems_and_reads_as_lines():
     with pytest.raises(MetaRubricInvalid) as info:
         validate(document(fact(tier="x"), fact()))
     assert info.value.problems[0] == Problem(
-        "items[0].tier", 'unknown tier "x"; expected one of answer_critical, valuable, context')
+        "items[0].tier", 'unknown tier "x"; expected one of answer_critical, valuable, context'
+    )
     assert str(info.value) == "\n".join(map(str, info.value.problems))
     assert len(info.value.problems) == 2

@@ -51,33 +51,57 @@ def flexible_lists(draw: st.DrawFn) -> dict[str, Any]:
     options = draw(members(2, 12))
     n = len(options)
     baseline = sorted(draw(st.lists(st.integers(1, n), min_size=1, max_size=2, unique=True)))
-    item = {"type": "flexible_list", "topic": draw(words), "options": options,
-            "baseline": baseline, "meta_insights": draw(insights())}
+    item = {
+        "type": "flexible_list",
+        "topic": draw(words),
+        "options": options,
+        "baseline": baseline,
+        "meta_insights": draw(insights()),
+    }
     if draw(st.booleans()):
         above = list(range(max(baseline) + 1, n + 1))
-        item["extra_thresholds"] = sorted(draw(st.lists(st.sampled_from(above), unique=True))
-                                          if above else [])
+        item["extra_thresholds"] = sorted(
+            draw(st.lists(st.sampled_from(above), unique=True)) if above else []
+        )
     return item
 
 
 @st.composite
 def processes(draw: st.DrawFn) -> dict[str, Any]:
     texts = draw(members(1, 6))
-    return {"type": "process", "topic": draw(words), "meta_insights": draw(insights()),
-            "steps": [{"text": text, "required": draw(st.booleans())} for text in texts]}
+    return {
+        "type": "process",
+        "topic": draw(words),
+        "meta_insights": draw(insights()),
+        "steps": [{"text": text, "required": draw(st.booleans())} for text in texts],
+    }
 
 
 @st.composite
 def item_bodies(draw: st.DrawFn) -> dict[str, Any]:
-    body = draw(st.one_of(
-        st.fixed_dictionaries({"type": st.just("fact"), "statement": words}),
-        st.fixed_dictionaries({"type": st.just("strict_list"), "topic": words,
-                               "items": members(1, 6), "meta_insights": insights()}),
-        flexible_lists(),
-        processes(),
-        st.fixed_dictionaries({"type": st.just("relationship"), "entity": words,
-                               "relation": words, "aspects": members(1, 4)}),
-    ))
+    body = draw(
+        st.one_of(
+            st.fixed_dictionaries({"type": st.just("fact"), "statement": words}),
+            st.fixed_dictionaries(
+                {
+                    "type": st.just("strict_list"),
+                    "topic": words,
+                    "items": members(1, 6),
+                    "meta_insights": insights(),
+                }
+            ),
+            flexible_lists(),
+            processes(),
+            st.fixed_dictionaries(
+                {
+                    "type": st.just("relationship"),
+                    "entity": words,
+                    "relation": words,
+                    "aspects": members(1, 4),
+                }
+            ),
+        )
+    )
     return {"tier": draw(tiers), "snippets": draw(snippet_refs), **body}
 
 
@@ -89,8 +113,9 @@ def with_ids(body: dict[str, Any], fresh: list[str]) -> dict[str, Any]:
     """The body with an item id and its meta-insights' ids taken from the front of fresh."""
     item = {"id": fresh.pop(0), **body}
     if "meta_insights" in body:
-        item["meta_insights"] = [{"id": fresh.pop(0), **insight}
-                                 for insight in body["meta_insights"]]
+        item["meta_insights"] = [
+            {"id": fresh.pop(0), **insight} for insight in body["meta_insights"]
+        ]
     return item
 
 
@@ -100,16 +125,22 @@ def documents_and_edits(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]
     id (any type, tier or members; its meta-insights get ids unused elsewhere)."""
     bodies = draw(st.lists(item_bodies(), min_size=1, max_size=8))
     replacement = draw(item_bodies())
-    fresh = draw(st.lists(ids, min_size=id_count(bodies + [replacement]),
-                          max_size=id_count(bodies + [replacement]), unique=True))
+    fresh = draw(
+        st.lists(
+            ids,
+            min_size=id_count(bodies + [replacement]),
+            max_size=id_count(bodies + [replacement]),
+            unique=True,
+        )
+    )
     items = [with_ids(body, fresh) for body in bodies]
     edited_at = draw(st.integers(0, len(items) - 1))
     edited = [*items]
     edited[edited_at] = with_ids(replacement, [items[edited_at]["id"], *fresh])
-    snippets = [{"id": sid, "url": f"https://example.org/{sid}", "text": "evidence"}
-                for sid in SNIPPET_IDS]
-    head = {"schema_version": 1, "question": "What is it?", "entity": "It",
-            "snippets": snippets}
+    snippets = [
+        {"id": sid, "url": f"https://example.org/{sid}", "text": "evidence"} for sid in SNIPPET_IDS
+    ]
+    head = {"schema_version": 1, "question": "What is it?", "entity": "It", "snippets": snippets}
     return {**head, "items": items}, {**head, "items": edited}
 
 
@@ -131,8 +162,10 @@ def expected_count(item: dict[str, Any]) -> int:
             elif item.get("extra_thresholds") is not None:
                 extra = len(item["extra_thresholds"])
             else:
-                extra = len({math.ceil(Fraction(p, 10) * n) for p in (4, 6, 8)}
-                            - set(range(1, max(baseline) + 1)))
+                extra = len(
+                    {math.ceil(Fraction(p, 10) * n) for p in (4, 6, 8)}
+                    - set(range(1, max(baseline) + 1))
+                )
             return len(baseline) + extra + insights_
         case "process":
             required = sum(step["required"] for step in item["steps"])
@@ -181,14 +214,16 @@ def tier_and_source_in_document(document: dict[str, Any], checks: list[Check]) -
 
 def counts_as_predicted(document: dict[str, Any], checks: list[Check]) -> None:
     per_item = Counter(owner_of(document)[check.source]["id"] for check in checks)
-    assert per_item == Counter({item["id"]: expected_count(item)
-                                for item in document["items"]})
+    assert per_item == Counter({item["id"]: expected_count(item) for item in document["items"]})
 
 
 def secondary_one_tier_below(document: dict[str, Any], checks: list[Check]) -> None:
     owners = owner_of(document)
-    insight_tiers = {insight["id"]: insight["tier"] for item in document["items"]
-                     for insight in item.get("meta_insights", [])}
+    insight_tiers = {
+        insight["id"]: insight["tier"]
+        for item in document["items"]
+        for insight in item.get("meta_insights", [])
+    }
     for check in checks:
         if check.kind == "meta_insight":
             assert (check.tier, check.secondary) == (insight_tiers[check.source], False)
@@ -224,9 +259,16 @@ def survives_json_round_trip(document: dict[str, Any], checks: list[Check]) -> N
     assert compile_rubric(validate(json.loads(meta.model_dump_json()))) == checks
 
 
-INVARIANTS = [deterministic, ids_unique, tier_and_source_in_document, counts_as_predicted,
-              secondary_one_tier_below, members_carried, insights_inherit_snippets,
-              survives_json_round_trip]
+INVARIANTS = [
+    deterministic,
+    ids_unique,
+    tier_and_source_in_document,
+    counts_as_predicted,
+    secondary_one_tier_below,
+    members_carried,
+    insights_inherit_snippets,
+    survives_json_round_trip,
+]
 
 
 @FAST
@@ -241,12 +283,14 @@ def test_generated_rubrics_compile_by_the_rules(document):
 @given(documents_and_edits())
 def test_editing_one_item_leaves_every_other_items_checks_unchanged(pair):
     before, after = pair
-    edited = {item["id"] for item, other in zip(before["items"], after["items"], strict=True)
-              if item != other}
+    edited = {
+        item["id"]
+        for item, other in zip(before["items"], after["items"], strict=True)
+        if item != other
+    }
 
     def others(document: dict[str, Any]) -> list[Check]:
         owners = owner_of(document)
-        return [check for check in compiled(document)
-                if owners[check.source]["id"] not in edited]
+        return [check for check in compiled(document) if owners[check.source]["id"] not in edited]
 
     assert others(before) == others(after)

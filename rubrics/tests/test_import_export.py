@@ -27,10 +27,12 @@ pytestmark = pytest.mark.django_db
 
 
 def finalize(image, text: str = "What is this dish and how is it made?") -> FinalQuestion:
-    candidate = Candidate.objects.create(image=image, text=text, origin="import",
-                                         status=CandidateStatus.ACCEPTED)
-    return FinalQuestion.objects.create(image=image, candidate=candidate, text=text,
-                                        method="manual")
+    candidate = Candidate.objects.create(
+        image=image, text=text, origin="import", status=CandidateStatus.ACCEPTED
+    )
+    return FinalQuestion.objects.create(
+        image=image, candidate=candidate, text=text, method="manual"
+    )
 
 
 @pytest.fixture
@@ -65,8 +67,11 @@ def run_export(out_dir: Path, *args: str) -> str:
 
 
 def files_of(folder: Path) -> dict[str, bytes]:
-    return {path.relative_to(folder).as_posix(): path.read_bytes()
-            for path in sorted(folder.rglob("*")) if path.is_file()}
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
 
 
 def export_lines(folder: Path) -> list[dict]:
@@ -98,20 +103,23 @@ def bad_baseline() -> dict:
         (line("img-2", stage=3), "line 2: stage must be text"),
         (line("done"), "line 2: the rubric of 'done' already has a version of stage imported"),
         (line("img-1"), "line 2: source_id 'img-1' with stage 'imported' repeats line 1"),
-        (line("img-2", bad_baseline()),
-         "line 2: meta_rubric.items[2].baseline[0]: 9 exceeds the 7 options"),
+        (
+            line("img-2", bad_baseline()),
+            "line 2: meta_rubric.items[2].baseline[0]: 9 exceeds the 7 options",
+        ),
         (line("img-2", [1]), "line 2: meta_rubric: expected an object, got a list"),
     ],
 )
-def test_one_bad_line_fails_everything(tmp_path, capsys, question, root, make_image,
-                                       bad, message):
+def test_one_bad_line_fails_everything(tmp_path, capsys, question, root, make_image, bad, message):
     question("img-1")
     question("img-2")
     make_image("bare", texts=[])
-    annotation_services.question_drop(user=root, question_id=question("gone").pk,
-                           reason="no sound rubric")
-    services.rubric_version_create(question=question("done"), meta_document=document(fact()),
-                                   stage=Stage.IMPORTED)
+    annotation_services.question_drop(
+        user=root, question_id=question("gone").pk, reason="no sound rubric"
+    )
+    services.rubric_version_create(
+        question=question("done"), meta_document=document(fact()), stage=Stage.IMPORTED
+    )
     before = RubricVersion.objects.count()
     code, out, err = run_import(tmp_path, [line("img-1"), bad], capsys)
     assert code == 2
@@ -126,13 +134,15 @@ def test_every_problem_of_every_bad_line_with_its_json_path(tmp_path, capsys, qu
     question("img-1")
     meta = bad_baseline()
     meta["items"][0]["tier"] = "vital"
-    code, _, err = run_import(tmp_path, [line("img-1"), "", line("img-1", meta,
-                                                                 stage="llm_draft"),
-                                         line("img-9", stage="human_1")], capsys)
+    code, _, err = run_import(
+        tmp_path,
+        [line("img-1"), "", line("img-1", meta, stage="llm_draft"), line("img-9", stage="human_1")],
+        capsys,
+    )
     assert code == 2
     problems = [m.split(": ", 1)[1] for m in err.splitlines() if ": line " in m]
     assert problems == [
-        "line 3: meta_rubric.items[0].tier: unknown tier \"vital\"; expected one of "
+        'line 3: meta_rubric.items[0].tier: unknown tier "vital"; expected one of '
         "answer_critical, valuable, context",
         "line 3: meta_rubric.items[2].baseline[0]: 9 exceeds the 7 options",
         "line 4: stage 'human_1' is a human round: those are made in the revision workspace, "
@@ -145,8 +155,9 @@ def test_every_problem_of_every_bad_line_with_its_json_path(tmp_path, capsys, qu
 
 def test_a_stage_before_the_rubrics_latest_is_refused(tmp_path, capsys, question):
     q = question("img-1")
-    services.rubric_version_create(question=q, meta_document=document(fact()),
-                                   stage=Stage.LLM_REFINED_1)
+    services.rubric_version_create(
+        question=q, meta_document=document(fact()), stage=Stage.LLM_REFINED_1
+    )
     code, _, err = run_import(tmp_path, [line("img-1", stage="llm_draft")], capsys)
     assert code == 2
     assert "line 1: stage 'llm_draft' comes before the rubric's llm_refined_1 version" in err
@@ -154,13 +165,11 @@ def test_a_stage_before_the_rubrics_latest_is_refused(tmp_path, capsys, question
 
 def test_a_rubric_in_a_human_round_is_refused(tmp_path, capsys, question, dave):
     q = question("img-1")
-    services.rubric_version_create(question=q, meta_document=document(fact()),
-                                   stage=Stage.IMPORTED)
+    services.rubric_version_create(question=q, meta_document=document(fact()), stage=Stage.IMPORTED)
     services.revision_claim(user=dave)
     code, _, err = run_import(tmp_path, [line("img-1", stage="llm_refined_2")], capsys)
     assert code == 2
-    assert "line 1: the rubric of 'img-1' is in a human round (human_1) that is not complete" \
-        in err
+    assert "line 1: the rubric of 'img-1' is in a human round (human_1) that is not complete" in err
 
 
 def test_empty_and_missing_files(tmp_path, capsys):
@@ -187,14 +196,19 @@ def test_import_creates_compiled_versions(tmp_path, capsys, question):
     question("img-1")
     question("img-2")
     meta = document(fact(), flexible("I3"))
-    code, out, err = run_import(tmp_path, [
-        line("img-1", meta, stage="llm_refined_1"),
-        line("img-2", meta),
-        line("img-1", meta, stage="llm_draft"),  # written first: stages go in order
-    ], capsys)
+    code, out, err = run_import(
+        tmp_path,
+        [
+            line("img-1", meta, stage="llm_refined_1"),
+            line("img-2", meta),
+            line("img-1", meta, stage="llm_draft"),  # written first: stages go in order
+        ],
+        capsys,
+    )
     assert (code, err) == (0, "")
     draft, refined = RubricVersion.objects.filter(
-        rubric__question__image__source_id="img-1").order_by("id")
+        rubric__question__image__source_id="img-1"
+    ).order_by("id")
     assert (draft.stage, refined.stage) == (Stage.LLM_DRAFT, Stage.LLM_REFINED_1)
     assert refined.parent == draft and draft.parent is None
     assert {v.made_by_model for v in RubricVersion.objects.all()} == {"import"}
@@ -210,8 +224,9 @@ def test_import_creates_compiled_versions(tmp_path, capsys, question):
 
 def test_import_adds_a_later_stage_to_an_existing_rubric(tmp_path, capsys, question):
     q = question("img-1")
-    first = services.rubric_version_create(question=q, meta_document=document(fact()),
-                                           stage=Stage.LLM_DRAFT)
+    first = services.rubric_version_create(
+        question=q, meta_document=document(fact()), stage=Stage.LLM_DRAFT
+    )
     code, _, _ = run_import(tmp_path, [line("img-1", stage="llm_refined_1")], capsys)
     assert code == 0
     assert RubricVersion.objects.get(stage=Stage.LLM_REFINED_1).parent == first
@@ -230,25 +245,38 @@ def benchmark(photo_question, root, dave):
     for source_id in ("a1", "b2", "c3"):
         question = photo_question(source_id)
         versions[source_id] = services.rubric_version_create(
-            question=question, meta_document=meta, stage=Stage.IMPORTED, made_by_model="import")
+            question=question, meta_document=meta, stage=Stage.IMPORTED, made_by_model="import"
+        )
     photo_question("d4", domain="landmarks", popularity="tail")
-    annotation_services.question_drop(user=root, question_id=versions["c3"].rubric.question_id,
-                           reason="no sound rubric")
+    annotation_services.question_drop(
+        user=root, question_id=versions["c3"].rubric.question_id, reason="no sound rubric"
+    )
     # a1: a complete human round with one edit and one deletion.
     draft = services.revision_claim(user=dave)
     assert draft.rubric == versions["a1"].rubric
     rows = list(draft.checks.order_by("position"))
-    services.check_edit_text(user=dave, version_id=draft.pk, check_pk=rows[0].pk,
-                             text="The response says it is a stew from Burgundy.", revision=0)
-    services.check_delete(user=dave, version_id=draft.pk, check_pk=rows[-1].pk,
-                          reason="too obscure", revision=1)
+    services.check_edit_text(
+        user=dave,
+        version_id=draft.pk,
+        check_pk=rows[0].pk,
+        text="The response says it is a stew from Burgundy.",
+        revision=0,
+    )
+    services.check_delete(
+        user=dave, version_id=draft.pk, check_pk=rows[-1].pk, reason="too obscure", revision=1
+    )
     services.revision_complete(user=dave, version_id=draft.pk, revision=2)
     # b2: a human draft in progress, edited but not complete.
     draft_b = services.revision_claim(user=dave)
     assert draft_b.rubric == versions["b2"].rubric
     first_b = draft_b.checks.order_by("position").first()
-    services.check_edit_text(user=dave, version_id=draft_b.pk, check_pk=first_b.pk,
-                             text="Half-finished edit.", revision=0)
+    services.check_edit_text(
+        user=dave,
+        version_id=draft_b.pk,
+        check_pk=first_b.pk,
+        text="Half-finished edit.",
+        revision=0,
+    )
     return versions
 
 
@@ -258,25 +286,47 @@ def test_export_writes_the_benchmark(tmp_path, benchmark):
     files = files_of(out_dir)
     assert sorted(files) == ["gamut.jsonl", "images/a1.png", "images/b2.png", "manifest.json"]
     a1, b2 = export_lines(out_dir)
-    assert sorted(a1) == ["checks", "domain", "entity", "id", "image", "meta_rubric",
-                          "popularity", "question", "rubric_stage"]
+    assert sorted(a1) == [
+        "checks",
+        "domain",
+        "entity",
+        "id",
+        "image",
+        "meta_rubric",
+        "popularity",
+        "question",
+        "rubric_stage",
+    ]
     assert (a1["id"], a1["image"], a1["entity"], a1["domain"], a1["popularity"]) == (
-        "a1", "images/a1.png", "Beef bourguignon", "food", "head")
+        "a1",
+        "images/a1.png",
+        "Beef bourguignon",
+        "food",
+        "head",
+    )
     assert a1["question"] == "What is this dish and how is it made?"
     assert a1["meta_rubric"] == benchmark["a1"].meta_rubric
     # a1's final version is its complete human round: the edit is in, the deletion is out.
     assert a1["rubric_stage"] == "human_1"
     first = a1["checks"][0]
     assert first == {
-        "id": "I1", "kind": "fact", "tier": "answer_critical", "secondary": False,
-        "source": "I1", "origin": "edited", "text": "The response says it is a stew from Burgundy.",
+        "id": "I1",
+        "kind": "fact",
+        "tier": "answer_critical",
+        "secondary": False,
+        "source": "I1",
+        "origin": "edited",
+        "text": "The response says it is a stew from Burgundy.",
         "snippets": [
             {"id": "s1", "url": "https://example.org/a", "title": "A", "text": "evidence a"},
             {"id": "s2", "url": "https://example.org/b", "title": "", "text": "evidence b"},
         ],
     }
-    assert [c["id"] for c in a1["checks"]] == ["I1", "I3.base1",
-                                               *(f"I3.opt{k}" for k in range(1, 7))]
+    assert [c["id"] for c in a1["checks"]] == [
+        "I1",
+        "I3.base1",
+        *(f"I3.opt{k}" for k in range(1, 7)),
+    ]
     coverage = a1["checks"][1]
     assert coverage["threshold"] == 2 and len(coverage["options"]) == 7
     assert "steps" not in coverage and "threshold" not in first
@@ -287,14 +337,23 @@ def test_export_writes_the_benchmark(tmp_path, benchmark):
     assert files["images/a1.png"] == benchmark["a1"].rubric.question.image.file.open().read()
     manifest = json.loads(files["manifest.json"])
     assert manifest["counts"] == {
-        "questions": 2, "checks": 17,
+        "questions": 2,
+        "checks": 17,
         "checks_per_tier": {"answer_critical": 4, "valuable": 13, "context": 0},
-        "questions_per_rubric_stage": {"imported": 1, "llm_draft": 0, "llm_refined_1": 0,
-                                       "human_1": 1, "llm_refined_2": 0, "human_2": 0},
+        "questions_per_rubric_stage": {
+            "imported": 1,
+            "llm_draft": 0,
+            "llm_refined_1": 0,
+            "human_1": 1,
+            "llm_refined_2": 0,
+            "human_2": 0,
+        },
         "left_out": {"dropped": 1, "without_rubric": 1},
     }
-    listing = "".join(f"{hashlib.sha256(files[name]).hexdigest()}  {name}\n"
-                      for name in ["gamut.jsonl", "images/a1.png", "images/b2.png"])
+    listing = "".join(
+        f"{hashlib.sha256(files[name]).hexdigest()}  {name}\n"
+        for name in ["gamut.jsonl", "images/a1.png", "images/b2.png"]
+    )
     assert manifest["content_hash"] == "sha256:" + hashlib.sha256(listing.encode()).hexdigest()
     assert manifest["files"]["gamut.jsonl"] == hashlib.sha256(files["gamut.jsonl"]).hexdigest()
     assert "exported 2 question(s) and 17 check(s)" in out
@@ -310,7 +369,8 @@ def test_export_format_is_fixed(tmp_path, benchmark):
         obj = json.loads(raw)
         assert raw == json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     assert list(json.loads((out_dir / "manifest.json").read_text())) == sorted(
-        json.loads((out_dir / "manifest.json").read_text()))
+        json.loads((out_dir / "manifest.json").read_text())
+    )
 
 
 def test_two_exports_are_byte_identical(tmp_path, benchmark):
@@ -324,8 +384,9 @@ def test_two_exports_are_byte_identical(tmp_path, benchmark):
 
 def test_export_changes_when_the_benchmark_does(tmp_path, benchmark, root):
     run_export(tmp_path / "one")
-    annotation_services.question_drop(user=root, question_id=benchmark["b2"].rubric.question_id,
-                           reason="wrong entity")
+    annotation_services.question_drop(
+        user=root, question_id=benchmark["b2"].rubric.question_id, reason="wrong entity"
+    )
     run_export(tmp_path / "two")
     assert [line["id"] for line in export_lines(tmp_path / "two")] == ["a1"]
     one = json.loads((tmp_path / "one" / "manifest.json").read_text())
@@ -351,8 +412,12 @@ def test_export_refuses_a_non_empty_folder_unless_forced(tmp_path, benchmark):
     (out_dir / "notes.txt").unlink()
     run_export(out_dir)
     run_export(out_dir, "--force")
-    assert sorted(files_of(out_dir)) == ["gamut.jsonl", "images/a1.png", "images/b2.png",
-                                         "manifest.json"]
+    assert sorted(files_of(out_dir)) == [
+        "gamut.jsonl",
+        "images/a1.png",
+        "images/b2.png",
+        "manifest.json",
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export", "media"]  # no leftovers
 
 
@@ -376,8 +441,9 @@ def test_a_failed_export_leaves_nothing_half_written(tmp_path, benchmark):
 
 def test_odd_source_ids_get_safe_unique_file_names(tmp_path, photo_question):
     for source_id in ("wiki/Eiffel Tower", "Case", "case"):
-        services.rubric_version_create(question=photo_question(source_id),
-                                       meta_document=document(fact()), stage=Stage.IMPORTED)
+        services.rubric_version_create(
+            question=photo_question(source_id), meta_document=document(fact()), stage=Stage.IMPORTED
+        )
     run_export(tmp_path / "export")
     names = {line["id"]: line["image"] for line in export_lines(tmp_path / "export")}
     assert list(names) == ["Case", "case", "wiki/Eiffel Tower"]  # code-point order
@@ -389,8 +455,9 @@ def test_odd_source_ids_get_safe_unique_file_names(tmp_path, photo_question):
 def test_empty_benchmark_exports_an_empty_file(tmp_path, db):
     run_export(tmp_path / "export")
     assert (tmp_path / "export" / "gamut.jsonl").read_bytes() == b""
-    assert json.loads((tmp_path / "export" / "manifest.json").read_text())["counts"][
-        "questions"] == 0
+    assert (
+        json.loads((tmp_path / "export" / "manifest.json").read_text())["counts"]["questions"] == 0
+    )
 
 
 # --- export over the API --------------------------------------------------------------------
@@ -404,9 +471,10 @@ def test_api_export_zip_for_admins(tmp_path, benchmark, root):
     response = client.get("/api/benchmark/export/")
     assert response.status_code == 200
     assert response["Content-Type"] == "application/zip"
-    short = json.loads(on_disk["manifest.json"])["content_hash"][len("sha256:"):][:12]
+    short = json.loads(on_disk["manifest.json"])["content_hash"][len("sha256:") :][:12]
     assert response["Content-Disposition"] == (
-        f'attachment; filename="gamut-benchmark-{short}.zip"')
+        f'attachment; filename="gamut-benchmark-{short}.zip"'
+    )
     body = b"".join(response.streaming_content)
     with zipfile.ZipFile(io.BytesIO(body)) as archive:
         names = archive.namelist()

@@ -20,15 +20,18 @@ from tests.fake_llm import FakeLLM, Reply, fake_llm, grounding_metadata  # noqa:
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SOURCES = [("Burgundy wine", "wine.example"), ("French stews", "stew.example")]
-SUPPORTS = [("Beef bourguignon is braised in red Burgundy wine.", [0]),
-            ("It includes lardons, mushrooms and pearl onions.", [0, 1])]
+SUPPORTS = [
+    ("Beef bourguignon is braised in red Burgundy wine.", [0]),
+    ("It includes lardons, mushrooms and pearl onions.", [0, 1]),
+]
 
 
 @pytest.fixture
 def setup(fake_llm: FakeLLM, settings, monkeypatch):  # noqa: F811 (the imported fixture)
     monkeypatch.setattr(run_job_chunk, "delay_on_commit", lambda job_id: None)
-    LLMModel.objects.create(name="gemini-rubrics", provider="gemini", model="gemini-2.5-flash",
-                            requests_per_minute=0)
+    LLMModel.objects.create(
+        name="gemini-rubrics", provider="gemini", model="gemini-2.5-flash", requests_per_minute=0
+    )
     settings.LLM_MODEL_RUBRICS = "gemini-rubrics"
     return Harness(fake_llm)
 
@@ -38,24 +41,36 @@ def drain(harness: Harness, job) -> None:
 
 
 def fact(item_id: str, *snippets: str, text: str = "It is braised in red wine.") -> dict:
-    return {"id": item_id, "type": "fact", "tier": "answer_critical", "statement": text,
-            "snippets": list(snippets)}
+    return {
+        "id": item_id,
+        "type": "fact",
+        "tier": "answer_critical",
+        "statement": text,
+        "snippets": list(snippets),
+    }
 
 
 def garnish(*snippets: str) -> dict:
-    return {"id": "I2", "type": "strict_list", "tier": "valuable",
-            "topic": "garnish of beef bourguignon",
-            "items": ["lardons", "mushrooms", "pearl onions"], "snippets": list(snippets)}
+    return {
+        "id": "I2",
+        "type": "strict_list",
+        "tier": "valuable",
+        "topic": "garnish of beef bourguignon",
+        "items": ["lardons", "mushrooms", "pearl onions"],
+        "snippets": list(snippets),
+    }
 
 
 def search_reply(supports=SUPPORTS) -> Reply:
-    return Reply(text=" ".join(t for t, _ in supports),
-                 grounding=grounding_metadata(SOURCES, supports))
+    return Reply(
+        text=" ".join(t for t, _ in supports), grounding=grounding_metadata(SOURCES, supports)
+    )
 
 
 def build_draft(harness: Harness, question) -> RubricVersion:
-    harness.fake.queue(search_reply(), Reply(text=json.dumps(
-        {"items": [fact("I1", "s1"), garnish("s2", "s3")]})))
+    harness.fake.queue(
+        search_reply(), Reply(text=json.dumps({"items": [fact("I1", "s1"), garnish("s2", "s3")]}))
+    )
     job = llm_jobs.rubric_build_launch(user=None, question_ids=[question.pk])
     drain(harness, job)
     assert job.items_done == 1, jobs.job_progress(job)["failures"]
@@ -73,9 +88,15 @@ def test_build_stores_a_draft_grounded_in_the_search_metadata(setup):
         {"id": "s3", "url": redirect + "1", "title": "French stews", "text": SUPPORTS[1][0]},
     ]
     assert (draft.meta_rubric["question"], draft.meta_rubric["entity"]) == (
-        question.text, "Beef bourguignon")
+        question.text,
+        "Beef bourguignon",
+    )
     assert list(draft.checks.values_list("check_id", flat=True)) == [
-        "I1", "I2.item1", "I2.item2", "I2.item3"]
+        "I1",
+        "I2.item1",
+        "I2.item2",
+        "I2.item3",
+    ]
     search, layout = (r.body for r in setup.fake.requests)
     assert search["tools"] == [{"googleSearch": {}}]
     assert "responseMimeType" not in search.get("generationConfig", {})
@@ -104,8 +125,11 @@ def test_build_is_idempotent_and_launches_only_eligible_questions(setup):
     with pytest.raises(jobs.JobError, match="No eligible"):
         llm_jobs.rubric_build_launch(user=None)
     # A redelivered item (its version already stored) finishes without calling the model.
-    job = jobs.job_launch(kind=llm_jobs.BUILD, items=[("again", {"question_id": question.pk})],
-                          params={"model": "gemini-rubrics"})
+    job = jobs.job_launch(
+        kind=llm_jobs.BUILD,
+        items=[("again", {"question_id": question.pk})],
+        params={"model": "gemini-rubrics"},
+    )
     drain(setup, job)
     assert job.items_done == 1 and len(setup.fake.requests) == calls
     assert "skipped" in JobItem.objects.get(job=job).result
@@ -122,8 +146,11 @@ def test_launch_refuses_without_a_configured_model(setup, settings):
 
 
 def audit_reply(text: str, failed_url: str | None = None) -> Reply:
-    statuses = [{"retrievedUrl": failed_url,
-                 "urlRetrievalStatus": "URL_RETRIEVAL_STATUS_ERROR"}] if failed_url else []
+    statuses = (
+        [{"retrievedUrl": failed_url, "urlRetrievalStatus": "URL_RETRIEVAL_STATUS_ERROR"}]
+        if failed_url
+        else []
+    )
     return Reply(text=text, url_context={"urlMetadata": statuses})
 
 
@@ -133,12 +160,24 @@ def test_refine_1_audits_researches_and_rebuilds_a_verified_superset(setup):
     setup.fake.requests.clear()
     new = [("Carrots and a bouquet garni go in too.", [1])]
     setup.fake.queue(
-        audit_reply("s1: verified - says so\ns2: unsupported - not there\ns3: verified\n"
-                    "Partial coverage:\nI2 misses carrots"),
+        audit_reply(
+            "s1: verified - says so\ns2: unsupported - not there\ns3: verified\n"
+            "Partial coverage:\nI2 misses carrots"
+        ),
         search_reply(new),
-        Reply(text=json.dumps({"items": [fact("I1", "s1"), garnish("s3", "s4"),
-                                         fact("I3", "s4", text="Carrots go in too.")],
-                               "dropped": []})))
+        Reply(
+            text=json.dumps(
+                {
+                    "items": [
+                        fact("I1", "s1"),
+                        garnish("s3", "s4"),
+                        fact("I3", "s4", text="Carrots go in too."),
+                    ],
+                    "dropped": [],
+                }
+            )
+        ),
+    )
     job = llm_jobs.rubric_refine_launch(user=None, round=1)
     drain(setup, job)
     assert job.items_done == 1, jobs.job_progress(job)["failures"]
@@ -160,8 +199,11 @@ def test_refine_refuses_to_drop_an_item_silently_but_accepts_a_reason(setup):
     question = make_question()
     build_draft(setup, question)
     rebuilt = {"items": [fact("I1", "s1")], "dropped": []}
-    setup.fake.queue(audit_reply("s1: verified\ns2: verified\ns3: verified"), search_reply(),
-                     Reply(text=json.dumps(rebuilt)))
+    setup.fake.queue(
+        audit_reply("s1: verified\ns2: verified\ns3: verified"),
+        search_reply(),
+        Reply(text=json.dumps(rebuilt)),
+    )
     job = llm_jobs.rubric_refine_launch(user=None, round=1)
     drain(setup, job)
     item = JobItem.objects.get(job=job)
@@ -171,8 +213,11 @@ def test_refine_refuses_to_drop_an_item_silently_but_accepts_a_reason(setup):
     rebuilt["dropped"] = [{"id": "I2", "reason": "the garnish varies by recipe"}]
     # Unreachable per the URL context metadata, whatever the model says.
     unreachable = "https://vertexaisearch.cloud.google.com/grounding-api-redirect/1"
-    setup.fake.queue(audit_reply("s1: verified\ns2: verified\ns3: verified", unreachable),
-                     search_reply(), Reply(text=json.dumps(rebuilt)))
+    setup.fake.queue(
+        audit_reply("s1: verified\ns2: verified\ns3: verified", unreachable),
+        search_reply(),
+        Reply(text=json.dumps(rebuilt)),
+    )
     job = llm_jobs.rubric_refine_launch(user=None, round=1, fresh=True)
     drain(setup, job)
     result = JobItem.objects.get(job=job).result
@@ -183,9 +228,13 @@ def test_refine_refuses_to_drop_an_item_silently_but_accepts_a_reason(setup):
 def human_round(refined: RubricVersion) -> RubricVersion:
     """A completed human_1 round, made directly: one check reworded, one deleted."""
     now = timezone.now()
-    human = RubricVersion.objects.create(rubric=refined.rubric, stage=Stage.HUMAN_1,
-                                         parent=refined, meta_rubric=refined.meta_rubric,
-                                         frozen_at=now)
+    human = RubricVersion.objects.create(
+        rubric=refined.rubric,
+        stage=Stage.HUMAN_1,
+        parent=refined,
+        meta_rubric=refined.meta_rubric,
+        frozen_at=now,
+    )
     for row in refined.checks.order_by("position"):
         row.pk, row.version = None, human
         if row.check_id == "I1":
@@ -199,8 +248,11 @@ def human_round(refined: RubricVersion) -> RubricVersion:
 def test_refine_2_sends_the_human_edits_and_is_idempotent(setup):
     question = make_question()
     build_draft(setup, question)
-    setup.fake.queue(audit_reply("s1: verified\ns2: verified\ns3: verified"), search_reply(),
-                     Reply(text=json.dumps({"items": [fact("I1", "s1"), garnish("s2")]})))
+    setup.fake.queue(
+        audit_reply("s1: verified\ns2: verified\ns3: verified"),
+        search_reply(),
+        Reply(text=json.dumps({"items": [fact("I1", "s1"), garnish("s2")]})),
+    )
     drain(setup, llm_jobs.rubric_refine_launch(user=None, round=1))
     refined = RubricVersion.objects.get(stage=Stage.LLM_REFINED_1)
     with pytest.raises(jobs.JobError, match="No eligible"):
@@ -208,10 +260,20 @@ def test_refine_2_sends_the_human_edits_and_is_idempotent(setup):
     human_round(refined)
     setup.fake.requests.clear()
     garnish_two = {**garnish("s2"), "items": ["lardons", "mushrooms"]}
-    setup.fake.queue(audit_reply("s1: verified\ns2: verified"), search_reply(),
-                     Reply(text=json.dumps({"items": [
-                         fact("I1", "s1", text="The beef is braised in Burgundy wine."),
-                         garnish_two]})))
+    setup.fake.queue(
+        audit_reply("s1: verified\ns2: verified"),
+        search_reply(),
+        Reply(
+            text=json.dumps(
+                {
+                    "items": [
+                        fact("I1", "s1", text="The beef is braised in Burgundy wine."),
+                        garnish_two,
+                    ]
+                }
+            )
+        ),
+    )
     job = llm_jobs.rubric_refine_launch(user=None, round=2)
     drain(setup, job)
     assert job.items_done == 1, jobs.job_progress(job)["failures"]
@@ -220,11 +282,16 @@ def test_refine_2_sends_the_human_edits_and_is_idempotent(setup):
     assert "- I2.item3 [valuable]" in prompt  # the deleted check, listed with its reason
     assert "reason: pearl onions are optional" in prompt
     second = RubricVersion.objects.get(stage=Stage.LLM_REFINED_2)
-    assert list(RubricCheck.objects.filter(version=second).values_list("check_id", flat=True)) \
-        == ["I1", "I2.item1", "I2.item2"]
+    assert list(RubricCheck.objects.filter(version=second).values_list("check_id", flat=True)) == [
+        "I1",
+        "I2.item1",
+        "I2.item2",
+    ]
     calls = len(setup.fake.requests)
-    again = jobs.job_launch(kind=llm_jobs.REFINE,
-                            items=[("again", {"question_id": question.pk, "round": 2})],
-                            params={"model": "gemini-rubrics"})
+    again = jobs.job_launch(
+        kind=llm_jobs.REFINE,
+        items=[("again", {"question_id": question.pk, "round": 2})],
+        params={"model": "gemini-rubrics"},
+    )
     drain(setup, again)
     assert again.items_done == 1 and len(setup.fake.requests) == calls

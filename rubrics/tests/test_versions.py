@@ -20,10 +20,12 @@ pytestmark = pytest.mark.django_db
 def refined(question, meta):
     """A rubric whose latest version (llm_refined_1) waits for human round 1."""
     q = question()
-    services.rubric_version_create(question=q, meta_document=meta, stage=Stage.LLM_DRAFT,
-                                   made_by_model="fake-llm")
-    return services.rubric_version_create(question=q, meta_document=meta,
-                                          stage=Stage.LLM_REFINED_1, made_by_model="fake-llm")
+    services.rubric_version_create(
+        question=q, meta_document=meta, stage=Stage.LLM_DRAFT, made_by_model="fake-llm"
+    )
+    return services.rubric_version_create(
+        question=q, meta_document=meta, stage=Stage.LLM_REFINED_1, made_by_model="fake-llm"
+    )
 
 
 def live(version):
@@ -51,11 +53,13 @@ def test_invalid_meta_rubric_creates_nothing(question, meta):
 
 def test_one_version_per_stage(refined, meta):
     with pytest.raises(Conflict):
-        services.rubric_version_create(question=refined.rubric.question, meta_document=meta,
-                                       stage=Stage.LLM_REFINED_1)
+        services.rubric_version_create(
+            question=refined.rubric.question, meta_document=meta, stage=Stage.LLM_REFINED_1
+        )
     with pytest.raises(InvalidInput):
-        services.rubric_version_create(question=refined.rubric.question, meta_document=meta,
-                                       stage=Stage.HUMAN_1)
+        services.rubric_version_create(
+            question=refined.rubric.question, meta_document=meta, stage=Stage.HUMAN_1
+        )
 
 
 # --- rounds ---------------------------------------------------------------------------------
@@ -65,7 +69,8 @@ def test_claim_opens_a_human_draft_copying_the_parent(dave, refined):
     draft = services.revision_claim(user=dave)
     assert draft.stage == Stage.HUMAN_1 and draft.parent == refined and draft.frozen_at is None
     assert [(r.check_id, r.text, r.tier) for r in live(draft)] == [
-        (r.check_id, r.text, r.tier) for r in live(refined)]
+        (r.check_id, r.text, r.tier) for r in live(refined)
+    ]
     assert services.revision_claim(user=dave) == draft  # held: the same one again
 
 
@@ -77,8 +82,9 @@ def test_one_reviser_per_rubric_per_round(dave, refined, db):
     draft = services.revision_claim(user=dave)
     assert services.revision_claim(user=frank) is None
     with pytest.raises(NotAllowed, match="Another reviser"):
-        services.check_edit_text(user=frank, version_id=draft.pk,
-                                 check_pk=live(draft)[0].pk, text="x", revision=0)
+        services.check_edit_text(
+            user=frank, version_id=draft.pk, check_pk=live(draft)[0].pk, text="x", revision=0
+        )
     # The lease runs out: the round returns to the pool, with dave's draft.
     later = timezone.now() + timedelta(hours=1)
     assert services.revision_claim(user=frank, now=later) == draft
@@ -91,8 +97,7 @@ def test_only_revisers(alice, root, refined):
 
 
 def test_nothing_waits_for_a_draft_rubric(dave, question, meta):
-    services.rubric_version_create(question=question(), meta_document=meta,
-                                   stage=Stage.LLM_DRAFT)
+    services.rubric_version_create(question=question(), meta_document=meta, stage=Stage.LLM_DRAFT)
     assert services.revision_claim(user=dave) is None  # refinement (an LLM job) comes first
 
 
@@ -106,32 +111,56 @@ def draft(dave, refined):
 
 def test_edits_keep_provenance_and_history(dave, draft):
     first, second = live(draft)[:2]
-    services.check_edit_text(user=dave, version_id=draft.pk, check_pk=first.pk,
-                             text="The response names the dish as beef bourguignon.", revision=0)
-    services.check_retier(user=dave, version_id=draft.pk, check_pk=second.pk, tier="valuable",
-                          revision=1)
-    services.check_add(user=dave, version_id=draft.pk, text="Mentions Burgundy.",
-                               tier="context", source="I1", after_check_pk=first.pk, revision=2)
-    services.check_delete(user=dave, version_id=draft.pk, check_pk=second.pk,
-                          reason="duplicates I1", revision=3)
+    services.check_edit_text(
+        user=dave,
+        version_id=draft.pk,
+        check_pk=first.pk,
+        text="The response names the dish as beef bourguignon.",
+        revision=0,
+    )
+    services.check_retier(
+        user=dave, version_id=draft.pk, check_pk=second.pk, tier="valuable", revision=1
+    )
+    services.check_add(
+        user=dave,
+        version_id=draft.pk,
+        text="Mentions Burgundy.",
+        tier="context",
+        source="I1",
+        after_check_pk=first.pk,
+        revision=2,
+    )
+    services.check_delete(
+        user=dave, version_id=draft.pk, check_pk=second.pk, reason="duplicates I1", revision=3
+    )
     rows = {r.check_id: r for r in draft.checks.all()}
     assert rows["I1"].origin == Origin.EDITED and rows["I1"].rule == "fact"
     assert rows["H1"].origin == Origin.ADDED and rows["H1"].source == "I1"
     assert rows["H1"].position == 2 and rows["H1"].snippets == []
     assert rows["I2.item1"].deleted_at and rows["I2.item1"].delete_reason == "duplicates I1"
     assert list(CheckEdit.objects.values_list("op", "revision")) == [
-        ("edit", 1), ("retier", 2), ("add", 3), ("delete", 4)]
+        ("edit", 1),
+        ("retier", 2),
+        ("add", 3),
+        ("delete", 4),
+    ]
     draft.refresh_from_db()
     assert draft.revision == 4
 
 
 def test_a_stale_save_is_refused_and_changes_nothing(dave, draft):
     row = live(draft)[0]
-    services.check_edit_text(user=dave, version_id=draft.pk, check_pk=row.pk,
-                             text="First edit.", revision=0)
+    services.check_edit_text(
+        user=dave, version_id=draft.pk, check_pk=row.pk, text="First edit.", revision=0
+    )
     with pytest.raises(services.Stale) as stale:
-        services.check_edit_text(user=dave, version_id=draft.pk, check_pk=row.pk,
-                                 text="Made on the old page.", revision=0)
+        services.check_edit_text(
+            user=dave,
+            version_id=draft.pk,
+            check_pk=row.pk,
+            text="Made on the old page.",
+            revision=0,
+        )
     assert stale.value.current == 1 and stale.value.status == 409
     row.refresh_from_db()
     assert row.text == "First edit."
@@ -142,20 +171,24 @@ def test_edit_refusals(dave, draft):
     row = live(draft)[0]
     for kwargs, field in [({"text": "  "}, "text")]:
         with pytest.raises(InvalidInput) as err:
-            services.check_edit_text(user=dave, version_id=draft.pk, check_pk=row.pk,
-                                     revision=0, **kwargs)
+            services.check_edit_text(
+                user=dave, version_id=draft.pk, check_pk=row.pk, revision=0, **kwargs
+            )
         assert err.value.field == field
     with pytest.raises(InvalidInput) as err:
-        services.check_retier(user=dave, version_id=draft.pk, check_pk=row.pk, tier="vital",
-                              revision=0)
+        services.check_retier(
+            user=dave, version_id=draft.pk, check_pk=row.pk, tier="vital", revision=0
+        )
     assert err.value.field == "tier"
     with pytest.raises(InvalidInput) as err:
-        services.check_delete(user=dave, version_id=draft.pk, check_pk=row.pk, reason="",
-                              revision=0)
+        services.check_delete(
+            user=dave, version_id=draft.pk, check_pk=row.pk, reason="", revision=0
+        )
     assert err.value.field == "reason"
     with pytest.raises(InvalidInput) as err:
-        services.check_add(user=dave, version_id=draft.pk, text="x", tier="context",
-                           source="I99", revision=0)
+        services.check_add(
+            user=dave, version_id=draft.pk, text="x", tier="context", source="I99", revision=0
+        )
     assert err.value.field == "source"
     draft.refresh_from_db()
     assert draft.revision == 0
@@ -163,10 +196,12 @@ def test_edit_refusals(dave, draft):
 
 def test_move(dave, draft):
     rows = live(draft)
-    services.check_move(user=dave, version_id=draft.pk, check_pk=rows[-1].pk, to_position=1,
-                        revision=0)
+    services.check_move(
+        user=dave, version_id=draft.pk, check_pk=rows[-1].pk, to_position=1, revision=0
+    )
     assert [r.check_id for r in live(draft)] == [rows[-1].check_id] + [
-        r.check_id for r in rows[:-1]]
+        r.check_id for r in rows[:-1]
+    ]
 
 
 def test_complete_freezes_and_moves_the_rubric_on(dave, draft):
@@ -177,17 +212,20 @@ def test_complete_freezes_and_moves_the_rubric_on(dave, draft):
     assert services.final_version(draft.rubric) == draft
     assert services.revision_claim(user=dave) is None  # human_2 waits for llm_refined_2
     with pytest.raises(Conflict, match="frozen"):
-        services.check_edit_text(user=dave, version_id=draft.pk, check_pk=live(draft)[0].pk,
-                                 text="Too late.", revision=1)
+        services.check_edit_text(
+            user=dave, version_id=draft.pk, check_pk=live(draft)[0].pk, text="Too late.", revision=1
+        )
 
 
 def test_parent_versions_never_change(dave, draft, refined):
     before = [(r.text, r.tier, r.deleted_at) for r in refined.checks.order_by("position")]
     row = live(draft)[0]
-    services.check_edit_text(user=dave, version_id=draft.pk, check_pk=row.pk, text="New.",
-                             revision=0)
-    services.check_delete(user=dave, version_id=draft.pk, check_pk=live(draft)[1].pk,
-                          reason="r", revision=1)
+    services.check_edit_text(
+        user=dave, version_id=draft.pk, check_pk=row.pk, text="New.", revision=0
+    )
+    services.check_delete(
+        user=dave, version_id=draft.pk, check_pk=live(draft)[1].pk, reason="r", revision=1
+    )
     assert [(r.text, r.tier, r.deleted_at) for r in refined.checks.order_by("position")] == before
 
 
@@ -199,13 +237,16 @@ def test_warnings(dave, draft):
     assert services.rubric_warnings(draft.meta_rubric, live(draft)) == []
     rev = 0
     for check_id in ("I2.item2", "I4.step1", "M1"):
-        services.check_delete(user=dave, version_id=draft.pk, check_pk=rows[check_id].pk,
-                              reason="test", revision=rev)
+        services.check_delete(
+            user=dave, version_id=draft.pk, check_pk=rows[check_id].pk, reason="test", revision=rev
+        )
         rev += 1
-    services.check_retier(user=dave, version_id=draft.pk, check_pk=rows["I1"].pk,
-                          tier="context", revision=rev)
-    kinds = {w.kind: w for w in services.rubric_warnings(draft.meta_rubric,
-                                                         list(draft.checks.all()))}
+    services.check_retier(
+        user=dave, version_id=draft.pk, check_pk=rows["I1"].pk, tier="context", revision=rev
+    )
+    kinds = {
+        w.kind: w for w in services.rubric_warnings(draft.meta_rubric, list(draft.checks.all()))
+    }
     assert "red wine" in kinds["strict_list"].message
     assert "step 1" in kinds["sequence"].message
     assert kinds["uncovered"].source == "M1"
@@ -214,20 +255,21 @@ def test_warnings(dave, draft):
 
 def test_diff(dave, draft, refined):
     rows = {r.check_id: r for r in live(draft)}
-    services.check_edit_text(user=dave, version_id=draft.pk, check_pk=rows["I1"].pk,
-                             text="Changed.", revision=0)
-    services.check_retier(user=dave, version_id=draft.pk, check_pk=rows["I2.item1"].pk,
-                          tier="context", revision=1)
-    services.check_delete(user=dave, version_id=draft.pk, check_pk=rows["I2.item2"].pk,
-                          reason="r", revision=2)
-    services.check_add(user=dave, version_id=draft.pk, text="New one.", tier="valuable",
-                       revision=3)
+    services.check_edit_text(
+        user=dave, version_id=draft.pk, check_pk=rows["I1"].pk, text="Changed.", revision=0
+    )
+    services.check_retier(
+        user=dave, version_id=draft.pk, check_pk=rows["I2.item1"].pk, tier="context", revision=1
+    )
+    services.check_delete(
+        user=dave, version_id=draft.pk, check_pk=rows["I2.item2"].pk, reason="r", revision=2
+    )
+    services.check_add(user=dave, version_id=draft.pk, text="New one.", tier="valuable", revision=3)
     diff = services.version_diff(list(refined.checks.all()), list(draft.checks.all()))
     assert [r.check_id for r in diff.added] == ["H1"]
     assert [r.check_id for r in diff.removed] == ["I2.item2"]
     assert [new.check_id for _, new in diff.changed] == ["I1"]
-    assert [(old.tier, new.tier) for old, new in diff.retiered] == [("answer_critical",
-                                                                     "context")]
+    assert [(old.tier, new.tier) for old, new in diff.retiered] == [("answer_critical", "context")]
 
 
 # --- upstream corrections -------------------------------------------------------------------
@@ -235,15 +277,26 @@ def test_diff(dave, draft, refined):
 
 def test_corrections_are_kept(root, question):
     q = question()
-    annotation_services.question_correct(user=root, question_id=q.pk, field_name="entity",
-                              value="Boeuf bourguignon", reason="the source mislabelled it")
-    annotation_services.question_correct(user=root, question_id=q.pk, field_name="text",
-                              value="Which dish is this?", reason="ambiguous referent")
+    annotation_services.question_correct(
+        user=root,
+        question_id=q.pk,
+        field_name="entity",
+        value="Boeuf bourguignon",
+        reason="the source mislabelled it",
+    )
+    annotation_services.question_correct(
+        user=root,
+        question_id=q.pk,
+        field_name="text",
+        value="Which dish is this?",
+        reason="ambiguous referent",
+    )
     q.refresh_from_db()
     assert (q.image.entity, q.text) == ("Boeuf bourguignon", "Which dish is this?")
     assert list(QuestionCorrection.objects.values_list("field", "old_value", "new_value")) == [
         ("entity", "Beef bourguignon", "Boeuf bourguignon"),
-        ("text", "What is this dish?", "Which dish is this?")]
+        ("text", "What is this dish?", "Which dish is this?"),
+    ]
 
 
 def test_drop_and_restore(root, dave, question, meta):
@@ -253,8 +306,9 @@ def test_drop_and_restore(root, dave, question, meta):
     assert services.revision_claim(user=dave) is None  # dropped: nothing to revise
     with pytest.raises(Conflict):
         annotation_services.question_drop(user=root, question_id=q.pk, reason="again")
-    annotation_services.question_drop(user=root, question_id=q.pk, reason="fixed upstream",
-                                      restore=True)
+    annotation_services.question_drop(
+        user=root, question_id=q.pk, reason="fixed upstream", restore=True
+    )
     assert services.revision_claim(user=dave).stage == Stage.HUMAN_1
 
 
@@ -263,8 +317,9 @@ def test_corrections_need_an_admin_and_a_reason(alice, root, question):
     with pytest.raises(NotAllowed):
         annotation_services.question_drop(user=alice, question_id=q.pk, reason="x")
     with pytest.raises(InvalidInput):
-        annotation_services.question_correct(user=root, question_id=q.pk, field_name="entity",
-                                  value="X", reason=" ")
+        annotation_services.question_correct(
+            user=root, question_id=q.pk, field_name="entity", value="X", reason=" "
+        )
 
 
 def test_version_refused_for_dropped_questions_open_rounds_and_earlier_stages(
@@ -275,10 +330,8 @@ def test_version_refused_for_dropped_questions_open_rounds_and_earlier_stages(
         services.rubric_version_create(question=q, meta_document=meta, stage=Stage.IMPORTED)
     services.revision_claim(user=dave)
     with pytest.raises(Conflict, match="in progress"):
-        services.rubric_version_create(question=q, meta_document=meta,
-                                       stage=Stage.LLM_REFINED_2)
+        services.rubric_version_create(question=q, meta_document=meta, stage=Stage.LLM_REFINED_2)
     other = question("img-2")
     annotation_services.question_drop(user=root, question_id=other.pk, reason="no sound rubric")
     with pytest.raises(Conflict, match="dropped"):
-        services.rubric_version_create(question=other, meta_document=meta,
-                                       stage=Stage.IMPORTED)
+        services.rubric_version_create(question=other, meta_document=meta, stage=Stage.IMPORTED)

@@ -16,8 +16,9 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 
 @pytest.fixture
 def draft(dave, question, meta):
-    services.rubric_version_create(question=question(), meta_document=meta,
-                                   stage=Stage.LLM_REFINED_1)
+    services.rubric_version_create(
+        question=question(), meta_document=meta, stage=Stage.LLM_REFINED_1
+    )
     return services.revision_claim(user=dave)
 
 
@@ -54,8 +55,9 @@ def test_pages_are_for_revisers(client, draft, alice, root, mallory, dave):
         if person != root:
             assert client.get(urls[1]).status_code == 403
         check = first_check(draft)
-        response = client.post(reverse("rubric_check_text", args=[draft.pk, check.pk]),
-                               {"text": "x", "revision": 0})
+        response = client.post(
+            reverse("rubric_check_text", args=[draft.pk, check.pk]), {"text": "x", "revision": 0}
+        )
         assert response.status_code == 403
     client.force_login(dave)
     for url in urls:
@@ -63,8 +65,7 @@ def test_pages_are_for_revisers(client, draft, alice, root, mallory, dave):
 
 
 def test_queue_and_claim(client, dave, question, meta):
-    services.rubric_version_create(question=question(), meta_document=meta,
-                                   stage=Stage.IMPORTED)
+    services.rubric_version_create(question=question(), meta_document=meta, stage=Stage.IMPORTED)
     client.force_login(dave)
     queue_page = client.get(reverse("rubrics_queue")).content.decode()
     assert 'data-testid="rubrics-waiting">1<' in queue_page
@@ -89,8 +90,9 @@ def test_a_text_edit_answers_with_that_check_and_what_depends_on_it(client, dave
     client.force_login(dave)
     page = client.get(reverse("rubric_workspace", args=[draft.pk])).content.decode()
     check = first_check(draft)
-    status, body = edit(client, draft, "rubric_check_text", check, text="Names the dish.",
-                        revision=0)
+    status, body = edit(
+        client, draft, "rubric_check_text", check, text="Names the dish.", revision=0
+    )
     assert status == 200 and "<html" not in body
     # The check, replaced in place, ...
     assert shown_checks(body) == ["I1"]
@@ -111,8 +113,9 @@ def test_a_text_edit_answers_with_that_check_and_what_depends_on_it(client, dave
 def test_a_retier_moves_the_check_into_its_tier_group(client, dave, draft):
     client.force_login(dave)
     rows = {r.check_id: r for r in draft.checks.all()}
-    status, body = edit(client, draft, "rubric_check_tier", rows["I2.item1"], tier="context",
-                        revision=0)
+    status, body = edit(
+        client, draft, "rubric_check_tier", rows["I2.item1"], tier="context", revision=0
+    )
     assert status == 200 and shown_checks(body) == ["I2.item1"]
     # Taken out of the answer-critical list, put before the first context check after it.
     removal = f'<div hx-swap-oob="delete:#check-{rows["I2.item1"].pk}"></div>'
@@ -121,8 +124,9 @@ def test_a_retier_moves_the_check_into_its_tier_group(client, dave, draft):
     assert counts(body) == {"answer_critical": "4", "valuable": "11", "context": "3"}
     assert "tier context, but its meta item&#x27;s rule gives answer_critical" in body
     # The last check of the list re-tiered: at the end of its new group.
-    status, body = edit(client, draft, "rubric_check_tier", rows["I4.seq_all"], tier="valuable",
-                        revision=1)
+    status, body = edit(
+        client, draft, "rubric_check_tier", rows["I4.seq_all"], tier="valuable", revision=1
+    )
     assert '<div hx-swap-oob="beforeend:#checks-valuable">' in body
     assert counts(body) == {"answer_critical": "4", "valuable": "12", "context": "2"}
 
@@ -130,8 +134,9 @@ def test_a_retier_moves_the_check_into_its_tier_group(client, dave, draft):
 def test_a_move_puts_the_check_before_its_new_neighbour(client, dave, draft):
     client.force_login(dave)
     rows = {r.check_id: r for r in draft.checks.all()}
-    status, body = edit(client, draft, "rubric_check_move", rows["I2.item2"], direction="up",
-                        revision=0)
+    status, body = edit(
+        client, draft, "rubric_check_move", rows["I2.item2"], direction="up", revision=0
+    )
     assert status == 200 and shown_checks(body) == ["I2.item2"]
     assert f'hx-swap-oob="delete:#check-{rows["I2.item2"].pk}"' in body
     assert f'hx-swap-oob="beforebegin:#check-{rows["I2.item1"].pk}"' in body
@@ -140,8 +145,9 @@ def test_a_move_puts_the_check_before_its_new_neighbour(client, dave, draft):
 def test_delete_restore_and_add_answer_with_their_check_and_lists(client, dave, draft):
     client.force_login(dave)
     rows = {r.check_id: r for r in draft.checks.all()}
-    status, body = edit(client, draft, "rubric_check_delete", rows["I2.item2"],
-                        reason="redundant", revision=0)
+    status, body = edit(
+        client, draft, "rubric_check_delete", rows["I2.item2"], reason="redundant", revision=0
+    )
     assert status == 200 and shown_checks(body) == []  # taken out, not drawn again
     assert f'<div hx-swap-oob="delete:#check-{rows["I2.item2"].pk}"></div>' in body
     assert '<div id="deleted-box" hx-swap-oob="true"><details class="deleted">' in body
@@ -156,24 +162,37 @@ def test_delete_restore_and_add_answer_with_their_check_and_lists(client, dave, 
     assert '<div id="deleted-box" hx-swap-oob="true"></div>' in body  # none deleted now
     assert "strict list is missing" not in body and counts(body)["answer_critical"] == "5"
 
-    status, body = edit(client, draft, "rubric_check_add", text="Mentions Burgundy.",
-                        tier="context", source="I1", revision=2)
+    status, body = edit(
+        client,
+        draft,
+        "rubric_check_add",
+        text="Mentions Burgundy.",
+        tier="context",
+        source="I1",
+        revision=2,
+    )
     assert status == 200 and shown_checks(body) == ["H1"]
     assert '<div hx-swap-oob="beforeend:#checks-context"><li class="check origin-added"' in body
     # The add form comes back empty.
-    form = body[body.index('<form id="add-check"'):]
+    form = body[body.index('<form id="add-check"') :]
     assert 'hx-swap-oob="true"' in form.split(">", 1)[0]
-    assert 'required></textarea>' in form
+    assert "required></textarea>" in form
     assert counts(body)["context"] == "3"
 
 
 def test_stale_save_is_refused_with_the_current_state_and_the_typing_kept(client, dave, draft):
     client.force_login(dave)
     check = first_check(draft)
-    client.post(reverse("rubric_check_text", args=[draft.pk, check.pk]),
-                {"text": "Saved first.", "revision": 0}, **HTMX)
-    response = client.post(reverse("rubric_check_text", args=[draft.pk, check.pk]),
-                           {"text": "Typed on an old page.", "revision": 0}, **HTMX)
+    client.post(
+        reverse("rubric_check_text", args=[draft.pk, check.pk]),
+        {"text": "Saved first.", "revision": 0},
+        **HTMX,
+    )
+    response = client.post(
+        reverse("rubric_check_text", args=[draft.pk, check.pk]),
+        {"text": "Typed on an old page.", "revision": 0},
+        **HTMX,
+    )
     body = response.content.decode()
     assert response.status_code == 409
     # The whole checklist as it stands, in place of the page's.
@@ -193,17 +212,24 @@ def test_add_delete_move_and_complete(client, dave, draft):
     url = reverse("rubric_check_delete", args=[draft.pk, check.pk])
     assert client.post(url, {"reason": "", "revision": 0}, **HTMX).status_code == 400
     client.post(url, {"reason": "redundant", "revision": 0}, **HTMX)
-    client.post(reverse("rubric_check_add", args=[draft.pk]),
-                {"text": "Mentions Burgundy.", "tier": "valuable", "source": "I1",
-                 "revision": 1}, **HTMX)
+    client.post(
+        reverse("rubric_check_add", args=[draft.pk]),
+        {"text": "Mentions Burgundy.", "tier": "valuable", "source": "I1", "revision": 1},
+        **HTMX,
+    )
     second = draft.checks.get(check_id="I2.item2")
-    client.post(reverse("rubric_check_move", args=[draft.pk, second.pk]),
-                {"direction": "up", "revision": 2}, **HTMX)
-    ids = list(draft.checks.filter(deleted_at__isnull=True, tier="answer_critical")
-               .order_by("position").values_list("check_id", flat=True))
+    client.post(
+        reverse("rubric_check_move", args=[draft.pk, second.pk]),
+        {"direction": "up", "revision": 2},
+        **HTMX,
+    )
+    ids = list(
+        draft.checks.filter(deleted_at__isnull=True, tier="answer_critical")
+        .order_by("position")
+        .values_list("check_id", flat=True)
+    )
     assert ids[:3] == ["I2.item2", "I2.item1", "I2.item3"]
-    response = client.post(reverse("rubric_complete", args=[draft.pk]), {"revision": 3},
-                           **HTMX)
+    response = client.post(reverse("rubric_complete", args=[draft.pk]), {"revision": 3}, **HTMX)
     assert response.status_code == 204 and response["HX-Redirect"] == reverse("rubrics_queue")
     draft.refresh_from_db()
     assert draft.frozen_at is not None
@@ -219,35 +245,42 @@ def big_meta(n_lists: int) -> dict:
 
 
 @pytest.mark.parametrize("n_lists", [1, 6])
-def test_workspace_query_count_is_constant(client, dave, question, n_lists,
-                                           django_assert_max_num_queries):
+def test_workspace_query_count_is_constant(
+    client, dave, question, n_lists, django_assert_max_num_queries
+):
     """Were 9 for the page and 22 for an edit (6 and 18 used). Now 5: the parent's rows come
     in the draft's query; and 14 for an edit: the claim is renewed by one UPDATE (not
     update_or_create's savepoint and second read) and no query more; a move reads its
     neighbour in the same query as its row (15 with the service's own read of the positions),
     an addition reads the positions as tuples (15)."""
-    services.rubric_version_create(question=question(), meta_document=big_meta(n_lists),
-                                   stage=Stage.LLM_REFINED_1)
+    services.rubric_version_create(
+        question=question(), meta_document=big_meta(n_lists), stage=Stage.LLM_REFINED_1
+    )
     version = services.revision_claim(user=dave)
     assert RubricCheck.objects.filter(version=version).count() >= 10 * n_lists
     client.force_login(dave)
     with django_assert_max_num_queries(5):
         assert client.get(reverse("rubric_workspace", args=[version.pk])).status_code == 200
     check = first_check(version)
-    edits = [("rubric_check_text", {"text": "Edited."}, 14),
-             ("rubric_check_tier", {"tier": "context"}, 14),
-             ("rubric_check_move", {"direction": "down"}, 15),
-             ("rubric_check_delete", {"reason": "redundant"}, 14),
-             ("rubric_check_restore", {}, 14)]
+    edits = [
+        ("rubric_check_text", {"text": "Edited."}, 14),
+        ("rubric_check_tier", {"tier": "context"}, 14),
+        ("rubric_check_move", {"direction": "down"}, 15),
+        ("rubric_check_delete", {"reason": "redundant"}, 14),
+        ("rubric_check_restore", {}, 14),
+    ]
     for revision, (name, data, most) in enumerate(edits):
         with django_assert_max_num_queries(most):
-            response = client.post(reverse(name, args=[version.pk, check.pk]),
-                                   {**data, "revision": revision}, **HTMX)
+            response = client.post(
+                reverse(name, args=[version.pk, check.pk]), {**data, "revision": revision}, **HTMX
+            )
         assert response.status_code == 200, name
     with django_assert_max_num_queries(15):
-        response = client.post(reverse("rubric_check_add", args=[version.pk]),
-                               {"text": "Added.", "tier": "valuable", "revision": len(edits)},
-                               **HTMX)
+        response = client.post(
+            reverse("rubric_check_add", args=[version.pk]),
+            {"text": "Added.", "tier": "valuable", "revision": len(edits)},
+            **HTMX,
+        )
     assert response.status_code == 200
 
 
@@ -260,8 +293,9 @@ def test_scaffold_lists_strict_members_not_dict_items(client, dave, draft):
 
 def test_history_compares_any_two_versions(client, dave, draft, alice, root):
     row = draft.checks.get(check_id="I1")
-    services.check_edit_text(user=dave, version_id=draft.pk, check_pk=row.pk,
-                             text="Changed by dave.", revision=0)
+    services.check_edit_text(
+        user=dave, version_id=draft.pk, check_pk=row.pk, text="Changed by dave.", revision=0
+    )
     url = reverse("rubric_history", args=[draft.rubric_id])
     client.force_login(alice)
     assert client.get(url).status_code == 403
@@ -284,8 +318,8 @@ def test_check_markup_escapes_everything_it_shows(client, dave, draft):
     check.steps, check.origin = ['"step"'], "compiled"
     check.save()
     page = client.get(reverse("rubric_workspace", args=[draft.pk])).content.decode()
-    item = page[page.index(f'id="check-{check.pk}"'):]
-    item = item[:item.index("</li>")]
+    item = page[page.index(f'id="check-{check.pk}"') :]
+    item = item[: item.index("</li>")]
     assert "<script>" not in item and "<b>" not in item and "<i>" not in item
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &quot;quotes&quot;" in item
     assert "of I1&lt;b&gt;" in item and "&lt;i&gt;opt&lt;/i&gt;" in item
@@ -306,8 +340,9 @@ def test_a_frozen_parents_rows_are_read_once_and_the_diff_stays_right(client, da
     parent = draft.parent
     assert views._FROZEN_ROWS[(parent.pk, parent.created_at, parent.frozen_at)]
     check = first_check(draft)
-    status, body = edit(client, draft, "rubric_check_text", check, text="Names the dish.",
-                        revision=0)
+    status, body = edit(
+        client, draft, "rubric_check_text", check, text="Names the dish.", revision=0
+    )
     assert status == 200 and "<ins>Names the dish.</ins>" in body  # against the cached parent
     again = client.get(url).content.decode()
     assert "<ins>Names the dish.</ins>" in again and first != again

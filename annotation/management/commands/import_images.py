@@ -20,7 +20,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("manifest", type=Path, help="path to MANIFEST.jsonl")
         parser.add_argument(
-            "--progress", choices=["auto", "always", "never"], default="auto",
+            "--progress",
+            choices=["auto", "always", "never"],
+            default="auto",
             help="progress bar on stderr (auto: when stderr is a terminal)",
         )
 
@@ -30,8 +32,13 @@ class Command(BaseCommand):
         show = {"auto": sys.stderr.isatty(), "always": True, "never": False}[progress]
 
         def bar(desc):
-            return lambda items: tqdm(items, desc=desc, unit=" lines" if desc == "validating"
-                                      else " images", disable=not show, file=sys.stderr)
+            return lambda items: tqdm(
+                items,
+                desc=desc,
+                unit=" lines" if desc == "validating" else " images",
+                disable=not show,
+                file=sys.stderr,
+            )
 
         try:
             with manifest.open(encoding="utf-8") as fh:
@@ -48,7 +55,10 @@ class Command(BaseCommand):
             self.stderr.write(f"{len(exc.problems)} bad line(s); nothing was imported.")
             sys.exit(2)
         result = images_import(
-            entries, actor=None, source=ImportBatch.Source.COMMAND, file_name=str(manifest),
+            entries,
+            actor=None,
+            source=ImportBatch.Source.COMMAND,
+            file_name=str(manifest),
             progress=bar("copying"),
         )
         for source_id in result.skipped:

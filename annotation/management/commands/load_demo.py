@@ -26,21 +26,30 @@ class Command(BaseCommand):
     help = "Load demo users and demo images (labelled as demo data). Idempotent."
 
     def add_arguments(self, parser):
-        parser.add_argument("--allow-production", action="store_true",
-                            help="load demo users even with GAMUT_ENV=production")
+        parser.add_argument(
+            "--allow-production",
+            action="store_true",
+            help="load demo users even with GAMUT_ENV=production",
+        )
 
     def handle(self, *args, allow_production: bool, **options):
         if settings.PRODUCTION and not allow_production:
-            raise CommandError("refusing to create demo users in production "
-                               "(pass --allow-production if you really mean it)")
+            raise CommandError(
+                "refusing to create demo users in production "
+                "(pass --allow-production if you really mean it)"
+            )
         for name in ROLE_GROUPS:
             Group.objects.get_or_create(name=name)
         created_users = []
         for username, groups, staff in DEMO_USERS:
             user, created = User.objects.get_or_create(
                 username=username,
-                defaults={"is_staff": staff, "is_superuser": staff,
-                          "first_name": username.title(), "last_name": "(demo)"},
+                defaults={
+                    "is_staff": staff,
+                    "is_superuser": staff,
+                    "first_name": username.title(),
+                    "last_name": "(demo)",
+                },
             )
             if created:
                 user.set_password(username + DEMO_PASSWORD_SUFFIX)
@@ -49,17 +58,30 @@ class Command(BaseCommand):
                 created_users.append(username)
         data = skimage_data_dir()
         entries = [
-            ManifestEntry(line=n, source_id=source_id, image_path=data / file_name, entity=entity,
-                          domain=domain, popularity=popularity, egocentric=False,
-                          candidates=questions)
-            for n, (file_name, source_id, entity, domain, popularity, questions)
-            in enumerate(DEMO_IMAGES, start=1)
+            ManifestEntry(
+                line=n,
+                source_id=source_id,
+                image_path=data / file_name,
+                entity=entity,
+                domain=domain,
+                popularity=popularity,
+                egocentric=False,
+                candidates=questions,
+            )
+            for n, (file_name, source_id, entity, domain, popularity, questions) in enumerate(
+                DEMO_IMAGES, start=1
+            )
         ]
         missing = [str(e.image_path) for e in entries if not e.image_path.is_file()]
         if missing:
             raise CommandError(f"demo photographs missing from scikit-image: {', '.join(missing)}")
-        result = images_import(entries, actor=None, source=ImportBatch.Source.DEMO,
-                               file_name="demo (scikit-image photographs)", demo=True)
+        result = images_import(
+            entries,
+            actor=None,
+            source=ImportBatch.Source.DEMO,
+            file_name="demo (scikit-image photographs)",
+            demo=True,
+        )
         rubric = self._demo_rubric()
         judged = self._demo_judging()
         self.stdout.write(
@@ -82,16 +104,23 @@ class Command(BaseCommand):
             return False
         candidate = Candidate.objects.get(image__source_id=DEMO_SOURCE_ID, text=DEMO_QUESTION)
         if candidate.status != "open" or candidate.reviews.exists():
-            self.stdout.write("demo rubric skipped: the demo cappuccino question has been "
-                              "reviewed by hand already")
+            self.stdout.write(
+                "demo rubric skipped: the demo cappuccino question has been "
+                "reviewed by hand already"
+            )
             return False
         erin, bob, admin = (User.objects.get(username=name) for name in ("erin", "bob", "admin"))
         for annotator in (erin, bob):
-            services.review_submit(user=annotator, candidate_id=candidate.pk,
-                                   decision="accept", comment="demo review")
+            services.review_submit(
+                user=annotator, candidate_id=candidate.pk, decision="accept", comment="demo review"
+            )
         question = services.final_question_promote(user=admin, candidate_id=candidate.pk)
-        rubric_version_create(question=question, meta_document=DEMO_META_RUBRIC,
-                              stage=Stage.LLM_REFINED_1, made_by_model="demo data")
+        rubric_version_create(
+            question=question,
+            meta_document=DEMO_META_RUBRIC,
+            stage=Stage.LLM_REFINED_1,
+            made_by_model="demo data",
+        )
         return True
 
     def _demo_judging(self) -> bool:

@@ -37,6 +37,8 @@ class Command(BaseCommand):
             self.stdout.write(f"new model {name}")
         for source_id, model, setting in result.skipped:
             self.stdout.write(f"skipped {source_id} {model} {setting}: already imported")
-        self.stdout.write(self.style.SUCCESS(
-            f"imported {result.imported} response(s), skipped {len(result.skipped)}"
-        ))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"imported {result.imported} response(s), skipped {len(result.skipped)}"
+            )
+        )

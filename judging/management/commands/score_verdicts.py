@@ -65,17 +65,36 @@ bad --lambda, --mu or --weights."""
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", type=Path, metavar="FILE.jsonl", help="the verdicts")
-        parser.add_argument("--json", dest="as_json", action="store_true",
-                            help="JSON instead of a table")
-        parser.add_argument("--lambda", dest="lambda_", metavar="X", default="0.5",
-                            help="score of partially_meets, 0 < X < 1 (default 0.5)")
-        parser.add_argument("--mu", metavar="Y", default="-2",
-                            help="score of contradicts, Y < 0 (default -2)")
-        parser.add_argument("--weights", metavar="AC,V,C", default="0.6,0.3,0.1",
-                            help="tier weights, >= 0 and not all 0 (default 0.6,0.3,0.1)")
+        parser.add_argument(
+            "--json", dest="as_json", action="store_true", help="JSON instead of a table"
+        )
+        parser.add_argument(
+            "--lambda",
+            dest="lambda_",
+            metavar="X",
+            default="0.5",
+            help="score of partially_meets, 0 < X < 1 (default 0.5)",
+        )
+        parser.add_argument(
+            "--mu", metavar="Y", default="-2", help="score of contradicts, Y < 0 (default -2)"
+        )
+        parser.add_argument(
+            "--weights",
+            metavar="AC,V,C",
+            default="0.6,0.3,0.1",
+            help="tier weights, >= 0 and not all 0 (default 0.6,0.3,0.1)",
+        )
 
-    def handle(self, *args: Any, file: Path, as_json: bool, lambda_: str, mu: str, weights: str,
-               **options: Any) -> None:
+    def handle(
+        self,
+        *args: Any,
+        file: Path,
+        as_json: bool,
+        lambda_: str,
+        mu: str,
+        weights: str,
+        **options: Any,
+    ) -> None:
         settings = self._settings(lambda_, mu, weights)
         try:
             text = file.read_text(encoding="utf-8")
@@ -90,13 +109,25 @@ bad --lambda, --mu or --weights."""
             self._fail([f"{file}: no verdicts"])
         results = score(verdicts, settings)
         if as_json:
-            self.stdout.write(json.dumps({"results": [
-                {"model": model, "setting": setting,
-                 "gamut": _x100(result.gamut),
-                 "tiers": {tier: _x100(result.tiers.get(tier)) for tier in TIERS},
-                 "questions": result.scored, "missing": result.missing}
-                for (model, setting), result in results.items()
-            ]}, indent=2, ensure_ascii=False))
+            self.stdout.write(
+                json.dumps(
+                    {
+                        "results": [
+                            {
+                                "model": model,
+                                "setting": setting,
+                                "gamut": _x100(result.gamut),
+                                "tiers": {tier: _x100(result.tiers.get(tier)) for tier in TIERS},
+                                "questions": result.scored,
+                                "missing": result.missing,
+                            }
+                            for (model, setting), result in results.items()
+                        ]
+                    },
+                    indent=2,
+                    ensure_ascii=False,
+                )
+            )
         else:
             self.stdout.write(render_table(results, settings))
 
@@ -157,22 +188,29 @@ def parse_verdicts(text: str) -> tuple[dict[Key, dict[str, list[str]]], list[str
             if name not in record:
                 continue
             value = record[name]
-            ids_ok = name in ("question", "check") and isinstance(value, int) \
+            ids_ok = (
+                name in ("question", "check")
+                and isinstance(value, int)
                 and not isinstance(value, bool)
+            )
             if ids_ok:
                 values[name] = str(value)
             elif isinstance(value, str) and value:
                 values[name] = value
             else:
-                line_problems.append(f"{name}: expected a non-empty string"
-                                     f"{' or an integer' if name in ('question', 'check') else ''}"
-                                     f", got {json.dumps(value)}")
+                line_problems.append(
+                    f"{name}: expected a non-empty string"
+                    f"{' or an integer' if name in ('question', 'check') else ''}"
+                    f", got {json.dumps(value)}"
+                )
         if values.get("tier") is not None and values["tier"] not in TIERS:
-            line_problems.append(f'unknown tier "{values["tier"]}"; expected one of '
-                                 f"{', '.join(TIERS)}")
+            line_problems.append(
+                f'unknown tier "{values["tier"]}"; expected one of {", ".join(TIERS)}'
+            )
         if values.get("verdict") is not None and values["verdict"] not in VERDICTS:
-            line_problems.append(f'unknown verdict "{values["verdict"]}"; expected one of '
-                                 f"{', '.join(VERDICTS)}")
+            line_problems.append(
+                f'unknown verdict "{values["verdict"]}"; expected one of {", ".join(VERDICTS)}'
+            )
         if line_problems:
             problems.extend(f"{number}: {problem}" for problem in line_problems)
             continue
@@ -181,15 +219,17 @@ def parse_verdicts(text: str) -> tuple[dict[Key, dict[str, list[str]]], list[str
             problems.append(
                 f'{number}: check "{check[3]}" of question "{check[2]}" for model '
                 f'"{check[0]}", setting "{check[1]}" already has a verdict at line '
-                f"{seen[check]}; one check takes one verdict")
+                f"{seen[check]}; one check takes one verdict"
+            )
             continue
         seen[check] = number
         grouped[check[:3]][values["tier"]].append(values["verdict"])
     return grouped, problems
 
 
-def score(verdicts: dict[Key, dict[str, list[str]]],
-          settings: ScoringSettings) -> dict[tuple[str, str], ModelScore]:
+def score(
+    verdicts: dict[Key, dict[str, list[str]]], settings: ScoringSettings
+) -> dict[tuple[str, str], ModelScore]:
     """Per (model, setting), sorted: the ModelScore over every question of the file; a
     question with no verdict for a (model, setting) counts as missing there."""
     questions = sorted({question for _, _, question in verdicts})
@@ -202,29 +242,45 @@ def score(verdicts: dict[Key, dict[str, list[str]]],
             if by_tier is None:
                 responses.append(MISSING)
             else:
-                responses.append(response_score(
-                    {tier: VerdictCounts.of(tier_verdicts)  # type: ignore[arg-type]
-                     for tier, tier_verdicts in by_tier.items()}, settings))
+                responses.append(
+                    response_score(
+                        {
+                            tier: VerdictCounts.of(tier_verdicts)  # type: ignore[arg-type]
+                            for tier, tier_verdicts in by_tier.items()
+                        },
+                        settings,
+                    )
+                )
         results[(model, setting)] = model_score(responses)
     return results
 
 
 def render_table(results: dict[tuple[str, str], ModelScore], settings: ScoringSettings) -> str:
     headers = ["MODEL", "SETTING", "GAMUT", *TIER_LABELS.values(), "QUESTIONS", "MISSING"]
-    rows = [[model, setting, _fixed(result.gamut),
-             *(_fixed(result.tiers.get(tier)) for tier in TIERS),
-             str(result.scored), str(result.missing)]
-            for (model, setting), result in results.items()]
+    rows = [
+        [
+            model,
+            setting,
+            _fixed(result.gamut),
+            *(_fixed(result.tiers.get(tier)) for tier in TIERS),
+            str(result.scored),
+            str(result.missing),
+        ]
+        for (model, setting), result in results.items()
+    ]
     widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
     lines = []
     for row in [headers, *rows]:
-        cells = [cell.ljust(widths[i]) if i < 2 else cell.rjust(widths[i])
-                 for i, cell in enumerate(row)]
+        cells = [
+            cell.ljust(widths[i]) if i < 2 else cell.rjust(widths[i]) for i, cell in enumerate(row)
+        ]
         lines.append("  ".join(cells).rstrip())
     lines.append("")
     weights = ",".join(f"{w:g}" for w in settings.weights)
-    lines.append(f"Scores x100; lambda {settings.lambda_:g}, mu {settings.mu:g}, weights "
-                 f"AC,V,C {weights}; a tier: mean over the questions with checks in it.")
+    lines.append(
+        f"Scores x100; lambda {settings.lambda_:g}, mu {settings.mu:g}, weights "
+        f"AC,V,C {weights}; a tier: mean over the questions with checks in it."
+    )
     return "\n".join(lines)
 
 
@@ -240,6 +296,11 @@ def _fixed(value: float | None) -> str:
 
 
 def _kind(value: object) -> str:
-    return {list: "a list", str: "a string", bool: "a boolean", type(None): "null",
-            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
-
+    return {
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        type(None): "null",
+        int: "a number",
+        float: "a number",
+    }.get(type(value), type(value).__name__)

@@ -49,8 +49,10 @@ meta-rubric; every problem goes to stderr, one a line, as FILE: PATH: MESSAGE.""
     def add_arguments(self, parser):
         parser.add_argument("file", type=Path, metavar="FILE.json", help="the meta-rubric")
         parser.add_argument(
-            "--format", choices=["json", "table"], default="json",
-            help="json (default): {\"checks\": [...]}; table: for people",
+            "--format",
+            choices=["json", "table"],
+            default="json",
+            help='json (default): {"checks": [...]}; table: for people',
         )
 
     def handle(self, *args, file: Path, format: str, **options):
@@ -90,13 +92,17 @@ def render_table(checks: list[Check], width: int) -> str:
     for check in checks:
         wrapped = textwrap.wrap(check.text, text_width) or [""]
         star = "*" if check.secondary else " "
-        lines.append(f"{check.id:<{id_width}} {check.tier:<{tier_width}} "
-                     f"{check.kind:<{kind_width}}  {star}  {wrapped[0]}")
+        lines.append(
+            f"{check.id:<{id_width}} {check.tier:<{tier_width}} "
+            f"{check.kind:<{kind_width}}  {star}  {wrapped[0]}"
+        )
         lines.extend(" " * indent + line for line in wrapped[1:])
     tiers = Counter(check.tier for check in checks)
     secondary = sum(check.secondary for check in checks)
     lines.append("")
-    lines.append(f"{len(checks)} checks: "
-                 + ", ".join(f"{tiers[tier]} {tier}" for tier in TIERS)
-                 + f"; {secondary} secondary (*)")
+    lines.append(
+        f"{len(checks)} checks: "
+        + ", ".join(f"{tiers[tier]} {tier}" for tier in TIERS)
+        + f"; {secondary} secondary (*)"
+    )
     return "\n".join(lines)

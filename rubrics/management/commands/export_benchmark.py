@@ -39,12 +39,18 @@ when the export cannot be made."""
         return super().create_parser(prog_name, subcommand, **kwargs)
 
     def add_arguments(self, parser):
-        parser.add_argument("out_dir", type=Path, metavar="OUT_DIR",
-                            help="the folder to write (new or empty)")
-        parser.add_argument("--force", action="store_true",
-                            help="replace OUT_DIR and everything in it when it is not empty")
         parser.add_argument(
-            "--progress", choices=["auto", "always", "never"], default="auto",
+            "out_dir", type=Path, metavar="OUT_DIR", help="the folder to write (new or empty)"
+        )
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="replace OUT_DIR and everything in it when it is not empty",
+        )
+        parser.add_argument(
+            "--progress",
+            choices=["auto", "always", "never"],
+            default="auto",
             help="progress bar on stderr (auto: when stderr is a terminal)",
         )
 
@@ -52,21 +58,29 @@ when the export cannot be made."""
         show = {"auto": sys.stderr.isatty(), "always": True, "never": False}[progress]
         try:
             manifest = export_to_folder(
-                out_dir, force=force,
-                progress=lambda items: tqdm(items, desc="copying images", unit=" images",
-                                            disable=not show, file=sys.stderr),
+                out_dir,
+                force=force,
+                progress=lambda items: tqdm(
+                    items, desc="copying images", unit=" images", disable=not show, file=sys.stderr
+                ),
             )
         except ExportError as exc:
             raise CommandError(str(exc), returncode=2) from exc
         counts = manifest.counts
         tiers = ", ".join(f"{n} {tier}" for tier, n in counts["checks_per_tier"].items())
-        stages = ", ".join(f"{n} {stage}" for stage, n in
-                           counts["questions_per_rubric_stage"].items() if n)
+        stages = ", ".join(
+            f"{n} {stage}" for stage, n in counts["questions_per_rubric_stage"].items() if n
+        )
         left_out = counts["left_out"]
         self.stdout.write(f"questions by rubric stage: {stages or 'none'}")
         self.stdout.write(f"checks: {tiers}")
-        self.stdout.write(f"left out: {left_out['dropped']} dropped question(s), "
-                          f"{left_out['without_rubric']} without a finished rubric")
-        self.stdout.write(self.style.SUCCESS(
-            f"exported {counts['questions']} question(s) and {counts['checks']} check(s) to "
-            f"{out_dir}; content hash {manifest.content_hash}"))
+        self.stdout.write(
+            f"left out: {left_out['dropped']} dropped question(s), "
+            f"{left_out['without_rubric']} without a finished rubric"
+        )
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"exported {counts['questions']} question(s) and {counts['checks']} check(s) to "
+                f"{out_dir}; content hash {manifest.content_hash}"
+            )
+        )

@@ -49,7 +49,9 @@ on stdout."""
     def add_arguments(self, parser):
         parser.add_argument("file", type=Path, metavar="FILE.jsonl", help="the rubrics")
         parser.add_argument(
-            "--progress", choices=["auto", "always", "never"], default="auto",
+            "--progress",
+            choices=["auto", "always", "never"],
+            default="auto",
             help="progress bar on stderr (auto: when stderr is a terminal)",
         )
 
@@ -57,20 +59,21 @@ on stdout."""
         show = {"auto": sys.stderr.isatty(), "always": True, "never": False}[progress]
 
         def bar(desc: str, unit: str) -> Callable[[Iterable], Iterable]:
-            return lambda items: tqdm(items, desc=desc, unit=unit, disable=not show,
-                                      file=sys.stderr)
+            return lambda items: tqdm(
+                items, desc=desc, unit=unit, disable=not show, file=sys.stderr
+            )
 
         if not file.is_file():
             raise CommandError(f"{file}: no such file", returncode=2)
         try:
             lines = file.read_text(encoding="utf-8").splitlines()
         except UnicodeDecodeError as exc:
-            raise CommandError(f"{file}: not UTF-8 text (byte {exc.start})",
-                               returncode=2) from exc
+            raise CommandError(f"{file}: not UTF-8 text (byte {exc.start})", returncode=2) from exc
         try:
             entries = rubrics_parse(lines, progress=bar("validating", " lines"))
-            imported = rubrics_import(entries, file_name=str(file),
-                                      progress=bar("importing", " versions"))
+            imported = rubrics_import(
+                entries, file_name=str(file), progress=bar("importing", " versions")
+            )
         except RubricImportProblems as exc:
             for problem in exc.problems:
                 self.stderr.write(f"{file}: {problem}")
@@ -81,8 +84,10 @@ on stdout."""
             # the transaction was rolled back.
             raise CommandError(f"{file}: {exc.message} Nothing was imported.") from exc
         for item in imported:
-            self.stdout.write(f"{item.source_id}: {item.stage} version {item.version.pk}, "
-                              f"{item.checks} checks")
+            self.stdout.write(
+                f"{item.source_id}: {item.stage} version {item.version.pk}, {item.checks} checks"
+            )
         rubrics = len({item.source_id for item in imported})
-        self.stdout.write(self.style.SUCCESS(
-            f"imported {len(imported)} version(s) of {rubrics} rubric(s)"))
+        self.stdout.write(
+            self.style.SUCCESS(f"imported {len(imported)} version(s) of {rubrics} rubric(s)")
+        )
