@@ -238,9 +238,9 @@ def finish(job: Job, worker: tuple[subprocess.Popen, Path], timeout: float = 30)
     return job
 
 
-def test_the_whole_pipeline_runs_through_a_real_worker(
+def test_the_whole_pipeline_runs_through_a_real_worker(  # noqa: F811
     celery_app, worker, fake, tmp_path, root, alice, bob, dave
-):  # noqa: F811
+):
     # Import: a manifest line and its PNG, through the import service.
     folder = tmp_path / "upload"
     folder.mkdir()

@@ -391,9 +391,9 @@ REPO = Path(settings.BASE_DIR)
 
 
 def start_worker(
-    redis_url: str,
+    redis_url: str,  # noqa: F811 (a value here)
     log_path: Path,
-    name: str,  # noqa: F811 (a value here)
+    name: str,
     **env_extra: str,
 ) -> subprocess.Popen:
     """tests/test_worker.py's worker, importing the test kinds (`-I`), with extra settings."""
@@ -460,7 +460,7 @@ def test_a_job_runs_through_a_real_worker(celery_app, redis_url, tmp_path):  # n
 
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_killed_mid_job_loses_and_duplicates_nothing(
-    celery_app,
+    celery_app,  # noqa: F811
     redis_url,  # noqa: F811
     tmp_path,
 ):

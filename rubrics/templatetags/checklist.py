@@ -108,5 +108,5 @@ def check_item(context: template.Context, check: Any) -> SafeString:
           <div class="evidence-pop" role="note">
             {_evidence(check)}
           </div>
-        </li>"""
-    )  # noqa: E501 (markup)
+        </li>"""  # noqa: E501 (markup)
+    )
