@@ -238,8 +238,15 @@ def finish(job: Job, worker: tuple[subprocess.Popen, Path], timeout: float = 30)
     return job
 
 
-def test_the_whole_pipeline_runs_through_a_real_worker(  # noqa: F811
-    celery_app, worker, fake, tmp_path, root, alice, bob, dave
+def test_the_whole_pipeline_runs_through_a_real_worker(
+    celery_app,  # noqa: F811
+    worker,
+    fake,
+    tmp_path,
+    root,
+    alice,
+    bob,
+    dave,
 ):
     # Import: a manifest line and its PNG, through the import service.
     folder = tmp_path / "upload"
