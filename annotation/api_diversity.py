@@ -1,0 +1,94 @@
+"""`GET /api/diversity/` (admins): the question-diversity report of one scope, the same JSON as
+the page's `?format=json` holds per scope."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.decorators import api_view
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from . import access
+from .api import ErrorSerializer
+from .diversity_report import SCOPES, diversity_report
+
+
+class FiguresSerializer(serializers.Serializer):
+    questions = serializers.IntegerField()
+    templates = serializers.IntegerField()
+    top5_share = serializers.FloatField(
+        allow_null=True, help_text="share of the questions in the 5 largest templates"
+    )
+    top20_share = serializers.FloatField(allow_null=True)
+    opening_trigrams = serializers.IntegerField(help_text="distinct first three words")
+    entropy_bits = serializers.FloatField(
+        allow_null=True, help_text="Shannon entropy of the template sizes"
+    )
+    normalized_entropy = serializers.FloatField(
+        allow_null=True, help_text="entropy / log2(questions)"
+    )
+
+
+class DomainFiguresSerializer(FiguresSerializer):
+    domain = serializers.CharField()
+
+
+class ExampleSerializer(serializers.Serializer):
+    key = serializers.CharField(help_text="source id (final) or candidate id (candidates)")
+    text = serializers.CharField()
+    domain = serializers.CharField()
+
+
+class TemplateSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    size = serializers.IntegerField()
+    share = serializers.FloatField()
+    skeleton = serializers.CharField()
+    domains = serializers.DictField(child=serializers.IntegerField())
+    examples = ExampleSerializer(many=True)
+
+
+class SizeSerializer(serializers.Serializer):
+    size = serializers.CharField(help_text="questions per template: 1, 2, 3-5, ... 51+")
+    templates = serializers.IntegerField()
+
+
+class MethodSerializer(serializers.Serializer):
+    distance_threshold = serializers.FloatField()
+    domain_tied_share = serializers.FloatField()
+
+
+class DiversitySerializer(serializers.Serializer):
+    scope = serializers.ChoiceField(choices=list(SCOPES))
+    overall = FiguresSerializer()
+    domains = DomainFiguresSerializer(many=True)
+    templates = TemplateSerializer(many=True, help_text="the 20 largest")
+    size_distribution = SizeSerializer(many=True)
+    method = MethodSerializer()
+
+
+class DiversityQuerySerializer(serializers.Serializer):
+    scope = serializers.ChoiceField(choices=list(SCOPES), default="final")
+
+
+@extend_schema(
+    summary="Question diversity: templates among the final questions or all candidates (admins)",
+    parameters=[OpenApiParameter("scope", enum=list(SCOPES), default="final")],
+    responses={
+        200: DiversitySerializer,
+        400: ErrorSerializer,
+        401: ErrorSerializer,
+        403: ErrorSerializer,
+    },
+)
+@api_view(["GET"])
+def diversity_detail(request: Request) -> Response:
+    if not access.is_admin(request.user):
+        raise PermissionDenied("Only admins read the diversity report.")
+    query = DiversityQuerySerializer(data=request.query_params)
+    if not query.is_valid():
+        raise ValidationError(query.errors)
+    report = diversity_report(query.validated_data["scope"])
+    return Response(DiversitySerializer(report).data)

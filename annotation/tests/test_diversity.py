@@ -1,0 +1,192 @@
+"""Question diversity: skeletons, templates found again on generated questions, the figures by
+hand, and the page, the API and the command that show them."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+import pytest
+from django.core.cache import cache
+from django.core.management import call_command
+from django.urls import reverse
+
+from annotation import diversity
+from annotation.diversity import Question, analyse, skeleton
+from annotation.models import FinalQuestion
+from tests.question_sets import generated_questions
+
+
+def q(text: str, entity: str = "Falcon 9", domain: str = "vehicles", key: str = "k") -> Question:
+    return Question(key=key, text=text, entity=entity, domain=domain)
+
+
+def test_the_skeleton_abstracts_the_entity_names_numbers_and_domain_words():
+    question = q("What is this Falcon 9 rocket, and how did SpaceX land it in 2015?")
+    assert skeleton(question, frozenset({"rocket"})) == (
+        "what is this <entity> <domain> and how did <name> land it in <num>"
+    )
+    # Two questions of one template on different entities share the skeleton.
+    a = q("What is this Ducati, and why is its engine loud?", entity="Ducati Monster")
+    b = q("What is this Vespa, and why is its engine loud?", entity="Vespa")
+    assert skeleton(a) == skeleton(b) == "what is this <entity> and why is its engine loud"
+
+
+def test_domain_tied_words_are_content_words_concentrated_in_one_domain():
+    questions = [q(f"How is this dish {n} made?", domain="food") for n in range(3)] + [
+        q("How is this engine made?", domain="vehicles"),
+        q("How is this flower made?", domain="plants"),
+    ]
+    tied = diversity.domain_tied_words(questions)
+    assert "dish" in tied  # 3 of 3 in food
+    assert "made" not in tied  # spread over three domains
+    assert "how" not in tied  # a function word, never abstracted
+    assert {"food", "vehicles", "vehicle", "plants", "plant"} <= tied  # the domains' own names
+    assert diversity.domain_tied_words(questions[:3]) == frozenset()  # one domain says nothing
+
+
+def test_figures_by_hand():
+    # Templates of sizes 2, 1, 1: entropy = -(1/2 log 1/2 + 2 * 1/4 log 1/4) = 1.5 bits.
+    questions = [
+        q("What is this Vespa, and how fast does it go?", entity="Vespa", key="a"),
+        q("What is this Unimog, and how fast does it go?", entity="Unimog", key="b"),
+        q("Who designed the seats, and were they comfortable for long trips?", key="c"),
+        q("Where was it assembled in Europe over the decades of production?", key="d"),
+    ]
+    report = analyse(questions)
+    assert report.overall.templates == 3
+    assert report.overall.questions == 4
+    assert report.overall.top5_share == 1.0
+    assert report.overall.entropy_bits == pytest.approx(1.5)
+    assert report.overall.normalized_entropy == pytest.approx(1.5 / math.log2(4))
+    assert report.overall.opening_trigrams == 3  # "what is this" twice
+    assert report.templates[0].size == 2
+    assert [e.key for e in report.templates[0].examples] == ["a", "b"]
+    assert report.labels[0] == report.labels[1] != report.labels[2]
+    assert dict(report.size_distribution)["1"] == 2
+    assert dict(report.size_distribution)["2"] == 1
+
+
+def test_the_templates_of_generated_questions_are_found_again():
+    questions, truth = generated_questions(600, templates=12, seed=3)
+    report = analyse(questions)
+    assert report.overall.templates == 12
+    assert diversity.adjusted_rand(truth, report.labels) > 0.95
+    # Fewer templates in the same number of questions: less diverse on every figure.
+    fewer, _ = generated_questions(600, templates=4, seed=3)
+    low = analyse(fewer).overall
+    assert low.templates == 4
+    assert low.entropy_bits < report.overall.entropy_bits
+    assert low.top5_share == 1.0 > report.overall.top5_share
+    assert set(report.domains) == {q.domain for q in questions}
+    assert sum(f.questions for f in report.domains.values()) == 600
+
+
+def test_analyse_is_deterministic_and_copes_with_nothing_and_one():
+    questions, _ = generated_questions(120, templates=6, seed=5)
+    assert analyse(questions).labels == analyse(list(questions)).labels
+    empty = analyse([])
+    assert empty.overall.templates == 0 and empty.overall.entropy_bits is None
+    one = analyse([q("What is this?")])
+    assert one.overall.templates == 1 and one.overall.normalized_entropy is None
+
+
+# --- the page, the API, the command -----------------------------------------------------------
+
+
+@pytest.fixture
+def questions(make_image, root):
+    cache.clear()
+    texts = [
+        ("d-1", "Vespa", "What is this Vespa, and how fast does it go?"),
+        ("d-2", "Unimog", "What is this Unimog, and how fast does it go?"),
+        ("d-3", "Ramen", "Who invented the broth <script>, and where did it spread?"),
+    ]
+    for source_id, entity, text in texts:
+        image, (candidate,) = make_image(source_id, [text], entity=entity)
+        FinalQuestion.objects.create(image=image, candidate=candidate, text=text, method="manual")
+    return texts
+
+
+def test_the_page_shows_both_scopes_to_admins_only(
+    client, questions, root, alice, django_assert_num_queries
+):
+    url = reverse("diversity")
+    client.force_login(alice)
+    assert client.get(url).status_code == 403
+    client.force_login(root)
+    # session, user, groups (roles), final questions, candidates
+    with django_assert_num_queries(5):
+        page = client.get(url)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'data-testid="templates-final">2 templates' in html
+    assert "what is this &lt;entity&gt; and how fast does it go" in html
+    assert "&lt;script&gt;" in html and "<script>," not in html  # escaped
+    assert reverse("image", args=["d-1"]) in html
+
+
+def test_the_page_exports_csv_and_json_and_refuses_bad_parameters(client, questions, root):
+    client.force_login(root)
+    url = reverse("diversity")
+    data = client.get(url, {"format": "json"}).json()
+    assert set(data) == {"final", "candidates"}
+    assert data["final"]["overall"]["templates"] == 2
+    rows = list(
+        csv.DictReader(
+            io.StringIO(
+                client.get(
+                    url, {"format": "csv", "scope": "final", "table": "domains"}
+                ).content.decode()
+            )
+        )
+    )
+    assert rows[0]["domain"] == "all" and rows[0]["questions"] == "3"
+    templates = list(
+        csv.DictReader(
+            io.StringIO(
+                client.get(
+                    url, {"format": "csv", "scope": "candidates", "table": "templates"}
+                ).content.decode()
+            )
+        )
+    )
+    assert templates[0]["size"] == "2"
+    assert "How fast" not in templates[0]["skeleton"]
+    for bad in (
+        {"format": "xml"},
+        {"format": "csv", "scope": "all"},
+        {"format": "csv", "table": "x"},
+    ):
+        answer = client.get(url, bad)
+        assert answer.status_code == 400
+        assert next(iter(set(bad) - {"format"}), "format") in answer.content.decode()
+
+
+def test_the_api_answers_admins_with_the_report(client, questions, root, alice):
+    url = reverse("api_diversity")
+    assert client.get(url).status_code in (401, 403)
+    client.force_login(alice)
+    assert client.get(url).status_code == 403
+    client.force_login(root)
+    data = client.get(url, {"scope": "final"}).json()
+    assert data["scope"] == "final"
+    assert data["overall"]["templates"] == 2
+    assert data["templates"][0]["examples"][0]["key"] == "d-1"
+    bad = client.get(url, {"scope": "everything"})
+    assert bad.status_code == 400
+    assert "scope" in json.dumps(bad.json())
+
+
+def test_the_command_prints_the_figures_and_json(questions):
+    out = io.StringIO()
+    call_command("question_diversity", "--scope", "final", stdout=out)
+    text = out.getvalue()
+    assert "== final questions" in text
+    assert "what is this <entity> and how fast does it go" in text
+    out = io.StringIO()
+    call_command("question_diversity", "--json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert data["candidates"]["overall"]["questions"] == 3

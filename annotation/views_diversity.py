@@ -1,0 +1,63 @@
+"""The question-diversity page (admins): templates among the final questions beside all
+candidates, per domain, with the largest templates and their examples; `?format=json` (both
+scopes) and `?format=csv&scope=final|candidates&table=domains|templates`."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from judging.views_analysis import _csv
+
+from . import access
+from .diversity_report import SCOPES, csv_rows, diversity_report
+
+TABLES = ("domains", "templates")
+
+
+def _bad(message: str) -> HttpResponse:
+    return HttpResponse(message, status=400, content_type="text/plain; charset=utf-8")
+
+
+def _chart(report: dict) -> list[dict]:
+    """The template size distribution as bars on a 0..100 track."""
+    top = max((row["templates"] for row in report["size_distribution"]), default=0) or 1
+    return [
+        {**row, "bar": round(100 * row["templates"] / top)} for row in report["size_distribution"]
+    ]
+
+
+@login_required
+def diversity_page(request: HttpRequest) -> HttpResponse:
+    if not access.is_admin(request.user):
+        raise PermissionDenied("This page is for admins.")
+    export = request.GET.get("format")
+    if export not in (None, "html", "csv", "json"):
+        return _bad("format must be html, csv or json")
+    if export == "csv":
+        scope = request.GET.get("scope", "final")
+        table = request.GET.get("table", "templates")
+        if scope not in SCOPES:
+            return _bad(f"scope must be one of: {', '.join(SCOPES)}")
+        if table not in TABLES:
+            return _bad(f"table must be one of: {', '.join(TABLES)}")
+        columns, rows = csv_rows(diversity_report(scope), table)
+        return _csv(f"diversity-{scope}-{table}", columns, rows)
+    reports = {scope: diversity_report(scope) for scope in SCOPES}
+    if export == "json":
+        return JsonResponse(reports, json_dumps_params={"indent": 1})
+    views = [
+        {
+            "scope": scope,
+            "label": SCOPES[scope],
+            "report": report,
+            "sizes": _chart(report),
+            "domains": [
+                {**d, "bar": round(100 * (d["top5_share"] or 0))} for d in report["domains"]
+            ],
+        }
+        for scope, report in reports.items()
+    ]
+    return render(request, "annotation/diversity.html", {"views": views})
