@@ -2,7 +2,15 @@
 
 from django.contrib import admin
 
-from .models import AuditEvent, Candidate, FinalQuestion, Image, ImportBatch, Review
+from .models import (
+    AuditEvent,
+    Candidate,
+    DomainMapping,
+    FinalQuestion,
+    Image,
+    ImportBatch,
+    Review,
+)
 
 
 class ReadOnly(admin.ModelAdmin):
@@ -18,7 +26,7 @@ class ReadOnly(admin.ModelAdmin):
 
 @admin.register(Image)
 class ImageAdmin(ReadOnly):
-    list_display = ("source_id", "entity", "domain", "popularity", "is_demo")
+    list_display = ("source_id", "entity", "entity_confirmed", "domain", "popularity", "is_demo")
     search_fields = ("source_id", "entity")
     list_filter = ("domain", "popularity", "is_demo")
 
@@ -48,3 +56,13 @@ class AuditEventAdmin(ReadOnly):
 
 
 admin.site.register(ImportBatch, ReadOnly)
+
+
+@admin.register(DomainMapping)
+class DomainMappingAdmin(admin.ModelAdmin):
+    """Which CRAG-MM domain labels become which benchmark domain (empty: left out); the import's
+    dry run shows the table as it applies."""
+
+    list_display = ("label", "domain")
+    list_editable = ("domain",)
+    search_fields = ("label", "domain")

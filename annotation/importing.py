@@ -59,6 +59,7 @@ class ManifestEntry:
     popularity: str
     egocentric: bool = False
     candidates: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)  # more Image fields (a dataset import's)
 
 
 @dataclass
@@ -105,7 +106,7 @@ def _entry_problems(obj, base_dir: Path) -> tuple[list[str], ManifestEntry | Non
         problems.append(f"unknown field {unknown[0]!r}")
     popularity = obj.get("popularity")
     if isinstance(popularity, str) and popularity.strip() and popularity not in Popularity.values:
-        problems.append(f"popularity must be head, torso or tail, not {popularity!r}")
+        problems.append(f"popularity must be head, torso, tail or unknown, not {popularity!r}")
     egocentric = obj.get("egocentric", False)
     if not isinstance(egocentric, bool):
         problems.append("egocentric must be true or false")
@@ -182,6 +183,7 @@ def images_import(
     file_name: str,
     demo: bool = False,
     progress: Progress = _no_progress,
+    batch_fields: dict | None = None,
 ) -> ImportResult:
     """Write validated entries: image files first, then every row in one transaction. If the
     transaction fails, the files written for it are removed again."""
@@ -215,6 +217,7 @@ def images_import(
                 created_at=now,
                 imported=len(new),
                 skipped=skipped,
+                **(batch_fields or {}),
             )
             images = Image.objects.bulk_create(
                 [
@@ -228,6 +231,7 @@ def images_import(
                         is_demo=demo,
                         import_batch=batch,
                         created_at=now,
+                        **e.extra,
                     )
                     for e in new
                 ]

@@ -16,6 +16,7 @@ class Popularity(models.TextChoices):
     HEAD = "head"
     TORSO = "torso"
     TAIL = "tail"
+    UNKNOWN = "unknown"  # a source without popularity (CRAG-MM rows without an entities file)
 
 
 class Decision(models.TextChoices):
@@ -74,6 +75,11 @@ class ImportBatch(models.Model):
 
     source = models.CharField(max_length=16, choices=Source.choices)
     file_name = models.CharField(max_length=500)
+    # Where the images came from, for a dataset import (CRAG-MM): carried into the export.
+    dataset = models.CharField(max_length=100, blank=True)
+    split = models.CharField(max_length=40, blank=True)
+    revision = models.CharField(max_length=100, blank=True)
+    license = models.CharField(max_length=100, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT
     )
@@ -115,6 +121,13 @@ class Image(models.Model):
     domain = models.CharField(max_length=100, db_index=True)
     popularity = models.CharField(max_length=8, choices=Popularity.choices)
     egocentric = models.BooleanField(default=False)
+    # False while the entity is a proposal (a dataset row without ground truth), until a
+    # person confirms or corrects it.
+    entity_confirmed = models.BooleanField(default=True)
+    # What a dataset import brought beside the image (CRAG-MM: its domain label, query, answer).
+    source_domain = models.CharField(max_length=100, blank=True)
+    source_query = models.TextField(blank=True)
+    source_answer = models.TextField(blank=True)
     is_demo = models.BooleanField(default=False)
     import_batch = models.ForeignKey(
         ImportBatch, null=True, blank=True, on_delete=models.PROTECT, related_name="images"
@@ -128,6 +141,22 @@ class Image(models.Model):
 
     def __str__(self) -> str:
         return self.source_id
+
+
+class DomainMapping(models.Model):
+    """A dataset's domain label (CRAG-MM's 13) -> the benchmark's domain; an empty domain
+    leaves the label's rows out of the import. Edited by admins in /admin/."""
+
+    label = models.CharField(max_length=100, unique=True)
+    domain = models.CharField(
+        max_length=100, blank=True, help_text="empty: rows with this label are not imported"
+    )
+
+    class Meta:
+        ordering = ["label"]
+
+    def __str__(self) -> str:
+        return f"{self.label} -> {self.domain or '(left out)'}"
 
 
 def image_status(*, n_pending: int, n_accepted: int, has_question: bool) -> ImageStatus:

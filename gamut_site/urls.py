@@ -4,7 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from annotation import api, api_diversity, views, views_diversity
+from annotation import api, api_diversity, views, views_crag_mm, views_diversity
 from judging import api as judging_api
 from judging import views as judging_views
 from judging import views_analysis as results_views
@@ -26,6 +26,7 @@ urlpatterns = [
     path("agreement/", views.agreement, name="agreement"),
     path("diversity/", views_diversity.diversity_page, name="diversity"),
     path("import/", views.import_page, name="import"),
+    path("import/crag-mm/", views_crag_mm.import_crag_mm_page, name="import_crag_mm"),
     path("images/<str:source_id>/", views.image_page, name="image"),
     path("images/<str:source_id>/photo", views.image_file, name="image_file"),
     path("questions/<int:question_id>/correct/", views.question_correct, name="question_correct"),
@@ -107,6 +108,11 @@ urlpatterns = [
         name="api_adjudication_create",
     ),
     path("api/images/import/", api.images_import, name="api_images_import"),
+    path(
+        "api/images/import/crag-mm/",
+        views_crag_mm.import_crag_mm_api,
+        name="api_images_import_crag_mm",
+    ),
     path("api/images/<str:source_id>/", api.image_detail, name="api_image"),
     path("api/diversity/", api_diversity.diversity_detail, name="api_diversity"),
     path("api/benchmark/export/", rubrics_api.benchmark_export, name="api_benchmark_export"),

@@ -267,7 +267,10 @@ def leaderboard(
     names = dict(EvaluatedModel.objects.filter(pk__in=model_ids.tolist()).values_list("id", "name"))
     counts, seen = _counts(judge, setting, final_versions, question_ids, model_ids)
     domains = sorted({q[1] for q in questions})
-    popularities = [p for p in ("head", "torso", "tail") if any(q[2] == p for q in questions)]
+    # "unknown": a source without popularity (CRAG-MM rows without an entities file).
+    popularities = [
+        p for p in ("head", "torso", "tail", "unknown") if any(q[2] == p for q in questions)
+    ]
     n_checks = np.array([q[4] or 0 for q in questions], dtype=np.int64)
 
     # The outcome of each (model, question), decided in this order: no response (missing);

@@ -88,7 +88,7 @@ class Contents:
 
 
 def _questions() -> QuerySet[FinalQuestion]:
-    return FinalQuestion.objects.select_related("image", "rubric")
+    return FinalQuestion.objects.select_related("image__import_batch", "rubric")
 
 
 def collect() -> Contents:
@@ -300,6 +300,20 @@ class Manifest:
         return self.data["counts"]
 
 
+def _sources(contents: Contents) -> list[dict[str, Any]]:
+    """The datasets the exported images came from, with their licence and revision (a CRAG-MM
+    import records them on its batch): whoever re-uses the export must honour them."""
+    counts: Counter = Counter()
+    for entry in contents.entries:
+        batch = entry.question.image.import_batch
+        if batch is not None and batch.dataset:
+            counts[(batch.dataset, batch.split, batch.revision, batch.license)] += 1
+    return [
+        {"dataset": d, "split": s, "revision": r, "license": lic, "questions": n}
+        for (d, s, r, lic), n in sorted(counts.items())
+    ]
+
+
 def _manifest(contents: Contents, files: dict[str, str]) -> dict[str, Any]:
     checks = [row for entry in contents.entries for row in entry.checks]
     tiers = Counter(row.tier for row in checks)
@@ -317,6 +331,7 @@ def _manifest(contents: Contents, files: dict[str, str]) -> dict[str, Any]:
             },
             "left_out": {"dropped": contents.dropped, "without_rubric": contents.without_rubric},
         },
+        "sources": _sources(contents),
         "files": {name: files[name] for name in sorted(files)},
         "content_hash": "sha256:" + hashlib.sha256(listing.encode()).hexdigest(),
     }

@@ -87,7 +87,10 @@ def test_reimport_skips_existing_and_says_so(folder, capsys):
         (line("s3", "missing.png"), "image 'missing.png' not found"),
         (line("s3", "notes.png"), "'notes.png' is not an image"),
         (line("s3", "../s1.png"), "inside the manifest's folder"),
-        (line("s3", "s2.png", popularity="famous"), "popularity must be head, torso or tail"),
+        (
+            line("s3", "s2.png", popularity="famous"),
+            "popularity must be head, torso, tail or unknown",
+        ),
         (
             json.dumps({"source_id": "s3", "image": "s2.png", "domain": "x", "popularity": "head"}),
             "missing field 'entity'",

@@ -161,7 +161,7 @@ def results(judge, respond):
         make_question(
             f"q{i}",
             domain=["food", "art"][i % 2],
-            popularity=["head", "torso", "tail"][i % 3],
+            popularity=["head", "torso", "tail", "unknown"][i % 4],
             tiers=tier_sets[i % 3],
         )
         for i in range(8)
@@ -227,6 +227,9 @@ def test_leaderboard_matches_independent_computation(judge, results):
     assert (
         sum(r.by_popularity[p].questions for p in board.popularities for r in board.rows) == 3 * 7
     )
+    # Popularity unknown (a dataset import without it) is a column of its own.
+    assert board.popularities == ["head", "torso", "tail", "unknown"]
+    assert all(r.by_popularity["unknown"].questions == 2 for r in board.rows)  # q3, q7
 
 
 def test_text_only_has_responses_but_no_verdicts_so_all_pending(judge, results):

@@ -356,8 +356,34 @@ def test_export_writes_the_benchmark(tmp_path, benchmark):
     )
     assert manifest["content_hash"] == "sha256:" + hashlib.sha256(listing.encode()).hexdigest()
     assert manifest["files"]["gamut.jsonl"] == hashlib.sha256(files["gamut.jsonl"]).hexdigest()
+    assert manifest["sources"] == []  # no image came from a dataset import
     assert "exported 2 question(s) and 17 check(s)" in out
     assert "1 dropped question(s), 1 without a finished rubric" in out
+
+
+def test_export_carries_the_source_datasets_licence_and_revision(tmp_path, benchmark):
+    from annotation.models import Image, ImportBatch
+
+    batch = ImportBatch.objects.create(
+        source="command",
+        file_name="crag",
+        dataset="crag-mm",
+        split="validation",
+        revision="v0.1.2",
+        license="cc-by-nc-4.0",
+    )
+    Image.objects.filter(source_id="a1").update(import_batch=batch)
+    run_export(tmp_path / "export")
+    manifest = json.loads((tmp_path / "export" / "manifest.json").read_text())
+    assert manifest["sources"] == [
+        {
+            "dataset": "crag-mm",
+            "split": "validation",
+            "revision": "v0.1.2",
+            "license": "cc-by-nc-4.0",
+            "questions": 1,
+        }
+    ]
 
 
 def test_export_format_is_fixed(tmp_path, benchmark):

@@ -1,0 +1,126 @@
+"""CRAG-MM import in the browser (`/import/crag-mm/`) and over the API
+(`POST /api/images/import/crag-mm/`), admins only: Parquet shards uploaded as they lie under the
+dataset's data/ folder, an optional entities file, a dry run that shows the domain table and
+what would be imported."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.decorators import api_view, parser_classes
+from rest_framework.parsers import MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from . import access
+from .api import ErrorSerializer
+from .crag_mm import SPLITS, crag_mm_from_upload
+from .importing import ImportProblems
+from .models import ImportBatch
+
+
+def _outcome(data, files, *, actor, source: str) -> dict:
+    outcome = crag_mm_from_upload(
+        files.getlist("shards"),
+        entities=files.get("entities"),
+        split=data.get("split") or "validation",
+        revision=(data.get("revision") or "").strip()[:100],
+        dry_run=str(data.get("dry_run", "")).lower() in ("1", "true", "on", "yes"),
+        actor=actor,
+        source=source,
+    )
+    return {
+        "dry_run": outcome.result is None,
+        "summary": outcome.lines,
+        "imported": outcome.result.imported if outcome.result else [],
+        "skipped": outcome.result.skipped if outcome.result else [],
+        "to_import": len(outcome.plan.entries),
+        "needs_entity": outcome.plan.needs_entity,
+        "url_only": len(outcome.plan.url_only),
+        "left_out": sum(outcome.plan.left_out.values()) + sum(outcome.plan.unmapped.values()),
+    }
+
+
+@login_required
+def import_crag_mm_page(request: HttpRequest) -> HttpResponse:
+    if not access.is_admin(request.user):
+        raise PermissionDenied("This page is for admins.")
+    context: dict = {"splits": SPLITS}
+    status = 200
+    if request.method == "POST":
+        try:
+            context["outcome"] = _outcome(
+                request.POST, request.FILES, actor=request.user, source=ImportBatch.Source.WEB
+            )
+        except ImportProblems as exc:
+            context["problems"] = exc.problems
+            status = 400
+    template = "annotation/import_crag_mm.html"
+    if request.htmx:
+        template += "#result"
+    return render(request, template, context, status=status)
+
+
+@extend_schema(
+    summary="Import CRAG-MM Parquet shards (admins)",
+    description="Multipart: `shards` (one or more `<split>-*.parquet` files as under the "
+    "dataset's data/ folder), `split` (validation or public_test), optional `entities` (JSONL "
+    "or CSV: session_id, entity, popularity, egocentric), `revision`, `dry_run`. Every row is "
+    "checked first; one bad row and nothing is imported (400 with every problem, by shard "
+    "and row).",
+    request={
+        "multipart/form-data": inline_serializer(
+            "CragMmImportRequest",
+            {
+                "shards": serializers.ListField(child=serializers.FileField()),
+                "split": serializers.ChoiceField(choices=SPLITS, default="validation"),
+                "entities": serializers.FileField(required=False),
+                "revision": serializers.CharField(required=False),
+                "dry_run": serializers.BooleanField(required=False),
+            },
+        )
+    },
+    responses={
+        200: inline_serializer(
+            "CragMmDryRun",
+            {
+                "dry_run": serializers.BooleanField(),
+                "summary": serializers.ListField(child=serializers.CharField()),
+                "to_import": serializers.IntegerField(),
+                "needs_entity": serializers.IntegerField(),
+                "url_only": serializers.IntegerField(),
+                "left_out": serializers.IntegerField(),
+            },
+        ),
+        201: inline_serializer(
+            "CragMmImported",
+            {
+                "dry_run": serializers.BooleanField(),
+                "summary": serializers.ListField(child=serializers.CharField()),
+                "imported": serializers.ListField(child=serializers.CharField()),
+                "skipped": serializers.ListField(child=serializers.CharField()),
+            },
+        ),
+        400: inline_serializer(
+            "CragMmProblems", {"errors": serializers.ListField(child=serializers.CharField())}
+        ),
+        401: ErrorSerializer,
+        403: ErrorSerializer,
+    },
+)
+@api_view(["POST"])
+@parser_classes([MultiPartParser])
+def import_crag_mm_api(request: Request) -> Response:
+    if not access.is_admin(request.user):
+        return Response({"detail": "Only admins import images."}, status=403)
+    try:
+        body = _outcome(
+            request.data, request.FILES, actor=request.user, source=ImportBatch.Source.API
+        )
+    except ImportProblems as exc:
+        return Response({"errors": exc.problems}, status=400)
+    return Response(body, status=200 if body["dry_run"] else 201)
