@@ -6,7 +6,7 @@ import tempfile
 
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.decorators import api_view, renderer_classes
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -15,7 +15,10 @@ from rest_framework.response import Response
 from annotation import access
 from annotation.api import ErrorSerializer
 
-from .exporting import ExportError, export_to_zip
+from .exporting import ExportError, export, export_to_zip
+from .hf_export import export_hf
+
+LAYOUTS = {"gamut": export, "huggingface": export_hf}
 
 
 class ZipRenderer(BaseRenderer):
@@ -38,13 +41,23 @@ class ZipRenderer(BaseRenderer):
     description=(
         "The same files as `manage.py export_benchmark`, byte for byte, in a zip whose entries "
         "are sorted by name and carry a fixed date: two exports of the same state are "
-        "identical. The file name holds the start of the content hash."
+        "identical. The file name holds the start of the content hash. `?layout=huggingface` "
+        "gives the Hugging Face dataset folder instead (data/test-*.parquet, README.md, "
+        "gamut_inspect/, manifest.json), as `export_benchmark --layout huggingface` writes it."
     ),
+    parameters=[
+        OpenApiParameter(
+            "layout",
+            enum=["gamut", "huggingface"],
+            default="gamut",
+            description="which layout of the export",
+        ),
+    ],
     responses={
         (200, "application/zip"): OpenApiResponse(
             OpenApiTypes.BINARY, description="the export as a zip"
         ),
-        **{(code, JSONRenderer.media_type): ErrorSerializer for code in (401, 403, 500)},
+        **{(code, JSONRenderer.media_type): ErrorSerializer for code in (400, 401, 403, 500)},
     },
 )
 @api_view(["GET"])
@@ -54,9 +67,14 @@ def benchmark_export(request: Request) -> FileResponse | Response:
         return Response({"detail": "Only admins export the benchmark."}, status=403)
     # On disk, not in memory: the photos make an export large. No context manager: the
     # response owns the file once it is returned and closes (and so deletes) it.
+    layout = request.query_params.get("layout", "gamut")
+    if layout not in LAYOUTS:
+        return Response(
+            {"detail": "layout must be gamut or huggingface", "field": "layout"}, status=400
+        )
     handle = tempfile.TemporaryFile()  # noqa: SIM115
     try:
-        manifest = export_to_zip(handle)
+        manifest = export_to_zip(handle, LAYOUTS[layout])
     except ExportError as exc:
         handle.close()
         return Response({"detail": str(exc)}, status=500)
@@ -69,5 +87,5 @@ def benchmark_export(request: Request) -> FileResponse | Response:
         handle,
         as_attachment=True,
         content_type="application/zip",
-        filename=f"gamut-benchmark-{short_hash}.zip",
+        filename=f"gamut-benchmark-{'hf-' if layout == 'huggingface' else ''}{short_hash}.zip",
     )

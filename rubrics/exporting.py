@@ -255,7 +255,9 @@ class ZipSink:
         info.create_system = 3  # Unix, whatever the machine
         info.external_attr = 0o100644 << 16
         info.compress_type = (
-            zipfile.ZIP_STORED if name.startswith(f"{IMAGES_DIR}/") else zipfile.ZIP_DEFLATED
+            zipfile.ZIP_STORED
+            if name.startswith(f"{IMAGES_DIR}/") or name.endswith(".parquet")
+            else zipfile.ZIP_DEFLATED
         )
         with self.archive.open(info, "w", force_zip64=True) as handle:
             yield handle
@@ -363,7 +365,11 @@ def export(
 
 
 def export_to_folder(
-    out_dir: Path, *, force: bool = False, progress: Progress | None = None
+    out_dir: Path,
+    *,
+    force: bool = False,
+    progress: Progress | None = None,
+    writer: Callable[..., Manifest] | None = None,
 ) -> Manifest:
     """Write the export into out_dir, which must not exist or be empty unless force.
 
@@ -375,7 +381,7 @@ def export_to_folder(
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
     try:
-        manifest = export(FolderSink(work), progress=progress)
+        manifest = (writer or export)(FolderSink(work), progress=progress)
         _make_readable(work)
         _swap_into_place(work, out_dir)
     except BaseException:
@@ -423,7 +429,8 @@ def _swap_into_place(work: Path, out_dir: Path) -> None:
     shutil.rmtree(old)
 
 
-def export_to_zip(handle: IO[bytes]) -> Manifest:
-    """The export as a zip archive written into a seekable binary file."""
+def export_to_zip(handle: IO[bytes], writer: Callable[..., Manifest] | None = None) -> Manifest:
+    """The export (or another layout's `writer`) as a zip archive written into a seekable
+    binary file."""
     with zipfile.ZipFile(handle, "w") as archive:
-        return export(ZipSink(archive))
+        return (writer or export)(ZipSink(archive))

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, DjangoHelpFor
 from tqdm import tqdm
 
 from rubrics.exporting import ExportError, export_to_folder
+from rubrics.hf_export import export_hf
 
 
 class _HelpFormatter(DjangoHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -29,6 +30,11 @@ Writes:
                  rubric stage, questions left out), each file's SHA-256 and the
                  content hash (LC_ALL=C sha256sum gamut.jsonl images/* | sha256sum)
 
+With --layout huggingface: a Hugging Face dataset folder instead, data/test-*.parquet
+(one row per question with its photo's bytes), a README.md dataset card (features,
+licence, content hash), gamut_inspect/ (an inspect_ai task: `inspect eval
+gamut_inspect/task.py`) and manifest.json.
+
 Two exports of the same state are byte-identical. OUT_DIR must be new or empty
 unless --force. The export is written beside OUT_DIR first and renamed into
 place at the end, so a failed export leaves OUT_DIR as it was. Exit status 2
@@ -48,13 +54,21 @@ when the export cannot be made."""
             help="replace OUT_DIR and everything in it when it is not empty",
         )
         parser.add_argument(
+            "--layout",
+            choices=["gamut", "huggingface"],
+            default="gamut",
+            help="gamut (default: gamut.jsonl, images/, manifest.json) or huggingface (a "
+            "dataset folder: data/test-00000-of-00001.parquet with the photos inside, a "
+            "README.md dataset card, gamut_inspect/ (an inspect_ai task) and manifest.json)",
+        )
+        parser.add_argument(
             "--progress",
             choices=["auto", "always", "never"],
             default="auto",
             help="progress bar on stderr (auto: when stderr is a terminal)",
         )
 
-    def handle(self, *args, out_dir: Path, force: bool, progress: str, **options):
+    def handle(self, *args, out_dir: Path, force: bool, layout: str, progress: str, **options):
         show = {"auto": sys.stderr.isatty(), "always": True, "never": False}[progress]
         try:
             manifest = export_to_folder(
@@ -63,6 +77,7 @@ when the export cannot be made."""
                 progress=lambda items: tqdm(
                     items, desc="copying images", unit=" images", disable=not show, file=sys.stderr
                 ),
+                writer=export_hf if layout == "huggingface" else None,
             )
         except ExportError as exc:
             raise CommandError(str(exc), returncode=2) from exc

@@ -1,0 +1,209 @@
+"""The Hugging Face layout of the export, and its inspect_ai task run end to end with a fake
+answering model and a fake judge: the same Gamut scores as the platform's from the same
+verdicts."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from annotation.models import FinalQuestion, Image, ImportBatch
+from judging.leaderboard import leaderboard
+from judging.models import EvaluatedModel, Judge, Response
+from judging.services import verdict_record
+from rubrics.hf_export import DATA_FILE, content_hash_of
+from rubrics.models import Rubric, RubricCheck, RubricVersion
+
+TIERS = ("answer_critical", "answer_critical", "valuable", "valuable", "context")
+VERDICTS = ("meets", "partially_meets", "missing", "contradicts")
+
+
+@pytest.fixture
+def benchmark(make_image):
+    """Three final questions with frozen rubrics of five checks each, real photos."""
+    questions = []
+    for n in range(3):
+        image, (candidate,) = make_image(f"hf-{n}", [f"Question number {n}: what is it?"])
+        question = FinalQuestion.objects.create(
+            image=image, candidate=candidate, text=candidate.text, method="manual"
+        )
+        version = RubricVersion.objects.create(
+            rubric=Rubric.objects.create(question=question),
+            stage="imported",
+            meta_rubric={"snippets": []},
+            frozen_at=timezone.now(),
+        )
+        for i, tier in enumerate(TIERS[: 3 + n]):  # 3, 4 and 5 checks
+            RubricCheck.objects.create(
+                version=version,
+                position=i,
+                check_id=f"C{i}",
+                kind="fact",
+                tier=tier,
+                text=f"q{n} check {i}",
+            )
+        questions.append(question)
+    batch = ImportBatch.objects.create(
+        source="command",
+        file_name="x",
+        dataset="crag-mm",
+        split="validation",
+        revision="v0.1.2",
+        license="cc-by-nc-4.0",
+    )
+    Image.objects.update(import_batch=batch)
+    return questions
+
+
+def export(out_dir) -> str:
+    out = io.StringIO()
+    call_command(
+        "export_benchmark",
+        str(out_dir),
+        "--layout",
+        "huggingface",
+        "--progress",
+        "never",
+        stdout=out,
+    )
+    return out.getvalue()
+
+
+def test_the_folder_holds_the_parquet_the_card_and_the_task(tmp_path, benchmark):
+    out = export(tmp_path / "hf")
+    assert "exported 3 question(s) and 12 check(s)" in out
+    folder = tmp_path / "hf"
+    assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()) == [
+        "README.md",
+        DATA_FILE,
+        "gamut_inspect/__init__.py",
+        "gamut_inspect/config.json",
+        "gamut_inspect/task.py",
+        "manifest.json",
+    ]
+    rows = pq.read_table(folder / DATA_FILE).to_pylist()
+    assert [r["id"] for r in rows] == ["hf-0", "hf-1", "hf-2"]
+    with Image.objects.get(source_id="hf-1").file.open("rb") as fh:
+        assert rows[1]["image"] == {"bytes": fh.read(), "path": "hf-1.png"}
+    assert [c["tier"] for c in rows[2]["checks"]] == list(TIERS)
+    assert rows[0]["checks"][0]["text"] == "q0 check 0"
+    assert json.loads(rows[0]["meta_rubric"]) == {"snippets": []}
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["content_hash"] == content_hash_of(folder)
+    card = (folder / "README.md").read_text()
+    front = card.split("---\n")[1]
+    assert 'license: "cc-by-nc-4.0"' in front
+    assert f'gamut_content_hash: "{manifest["content_hash"]}"' in front
+    assert 'path: "data/test-00000-of-00001.parquet"' in front
+    assert "num_examples: 3" in front
+    config = json.loads((folder / "gamut_inspect" / "config.json").read_text())
+    assert config["scoring"] == {"lambda": 0.5, "mu": -2.0, "weights": [0.6, 0.3, 0.1]}
+    assert "{check}" in config["judge_prompt"]["tail"]
+
+
+def test_two_exports_of_the_same_state_are_byte_identical(tmp_path, benchmark):
+    export(tmp_path / "one")
+    export(tmp_path / "two")
+    for path in (tmp_path / "one").rglob("*"):
+        if path.is_file():
+            twin = tmp_path / "two" / path.relative_to(tmp_path / "one")
+            assert twin.read_bytes() == path.read_bytes(), path.name
+
+
+def _text(messages) -> str:
+    parts = []
+    for message in messages:
+        content = message.content
+        if isinstance(content, str):
+            parts.append(content)
+        else:
+            parts += [c.text for c in content if getattr(c, "type", "") == "text"]
+    return "\n".join(parts)
+
+
+def test_the_exported_task_scores_as_the_platform_does(tmp_path, benchmark, monkeypatch):
+    """A fake judge gives each check a fixed verdict; the platform records the same verdicts;
+    inspect_ai runs the exported task with a fake answering model and that judge: the Gamut
+    score and the tier scores agree."""
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import ModelOutput, ModelUsage, get_model
+
+    def output(content: str) -> ModelOutput:
+        # With its usage given, the fake does not count tokens (which downloads an encoding).
+        made = ModelOutput.from_content(model="mockllm", content=content)
+        made.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
+        return made
+
+    verdict_of = {}
+    for n, question in enumerate(benchmark):
+        for i, check in enumerate(
+            RubricCheck.objects.filter(version__rubric__question=question).order_by("position")
+        ):
+            verdict_of[check.text] = VERDICTS[(n + i) % 4]
+    judge = Judge.objects.create(name="fake-judge")
+    model = EvaluatedModel.objects.create(name="fake-model")
+    for question in benchmark:
+        response = Response.objects.create(
+            model=model, question=question, setting="multimodal", text="An answer."
+        )
+        for check in RubricCheck.objects.filter(version__rubric__question=question):
+            verdict_record(
+                judge=judge, response=response, check=check, verdict=verdict_of[check.text]
+            )
+    row = leaderboard(judge=judge, setting="multimodal").rows[0]
+
+    export(tmp_path / "hf")
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.syspath_prepend(str(tmp_path / "hf"))
+    from gamut_inspect import gamut_task
+
+    def grade(messages, tools, tool_choice, config):
+        text = _text(messages)
+        check = text.rsplit("):", 1)[1].split("\n", 1)[0].strip()
+        return output(json.dumps({"verdict": verdict_of[check], "rationale": "fixed"}))
+
+    def reply(messages, tools, tool_choice, config):
+        return output("An answer.")
+
+    fake_judge = get_model("mockllm/model", custom_outputs=grade)
+    fake_model = get_model("mockllm/model", custom_outputs=reply)
+    (log,) = inspect_eval(
+        gamut_task(setting="multimodal", judge=fake_judge),
+        model=fake_model,
+        log_dir=str(tmp_path / "logs"),
+        display="none",
+    )
+    assert log.status == "success", log.error.traceback if log.error else ""
+    metrics = log.results.scores[0].metrics
+    assert metrics["gamut"].value == pytest.approx(row.gamut)
+    for tier in ("answer_critical", "valuable", "context"):
+        assert metrics[tier].value == pytest.approx(row.tiers[tier])
+    assert metrics["gamut_stderr"].value > 0
+    assert (
+        content_hash_of(tmp_path / "hf")
+        == json.loads((tmp_path / "hf" / "manifest.json").read_text())["content_hash"]
+    )
+
+
+def test_the_api_gives_the_huggingface_layout_as_a_zip(client, benchmark, root, alice):
+    import zipfile
+
+    from django.urls import reverse
+
+    url = reverse("api_benchmark_export")
+    client.force_login(alice)
+    assert client.get(url, {"layout": "huggingface"}).status_code == 403
+    client.force_login(root)
+    answer = client.get(url, {"layout": "huggingface"})
+    assert answer.status_code == 200
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(answer.streaming_content)))
+    assert DATA_FILE in archive.namelist() and "README.md" in archive.namelist()
+    assert "gamut-benchmark-hf-" in answer["Content-Disposition"]
+    bad = client.get(url, {"layout": "parquet"})
+    assert bad.status_code == 400 and bad.json()["field"] == "layout"
