@@ -19,7 +19,7 @@ from annotation.models import FinalQuestion
 
 from . import reports
 from .analysis import LABELS
-from .leaderboard import leaderboard
+from .leaderboard import board_as_dict, leaderboard
 from .models import Judge, Setting
 from .scoring import TIERS
 from .services import scoring_settings
@@ -45,6 +45,21 @@ class LeaderboardRowSerializer(serializers.Serializer):
     missing = serializers.IntegerField()
     failed = serializers.IntegerField()
     pending = serializers.IntegerField()
+    indistinguishable_from_next = serializers.BooleanField(
+        help_text="not told apart from the next model (Holm-adjusted paired test)"
+    )
+
+
+class ComparisonSerializer(serializers.Serializer):
+    a = serializers.CharField(help_text="the higher-ranked model")
+    b = serializers.CharField()
+    questions = serializers.IntegerField(help_text="questions both were scored on")
+    difference = _score("mean paired difference a - b, x100")
+    ci_low = _score("95% interval of the difference (paired t, over questions), x100")
+    ci_high = _score("95% interval of the difference, x100")
+    p = serializers.FloatField(allow_null=True, help_text="two-sided paired t test")
+    p_holm = serializers.FloatField(allow_null=True, help_text="Holm-adjusted over all pairs")
+    significant = serializers.BooleanField(help_text="p_holm < 0.05")
 
 
 class LeaderboardSerializer(serializers.Serializer):
@@ -52,6 +67,11 @@ class LeaderboardSerializer(serializers.Serializer):
     setting = serializers.ChoiceField(choices=Setting.values)
     questions = serializers.IntegerField(help_text="final questions not dropped")
     rows = LeaderboardRowSerializer(many=True)
+    comparisons = ComparisonSerializer(many=True, help_text="every pair of models")
+    minimum_detectable_difference = _score(
+        "the smallest difference (x100) a paired test at alpha 0.05 finds with 80% power at "
+        "the benchmark's size, from the median spread of the paired differences"
+    )
 
 
 class SettingsRowSerializer(serializers.Serializer):
@@ -65,6 +85,11 @@ class SettingsRowSerializer(serializers.Serializer):
     text_only_ci_high = _score()
     text_only_scored = serializers.IntegerField()
     cost = _score("cost of visual identification: text_only - multimodal")
+    paired_questions = serializers.IntegerField(help_text="questions scored in both settings")
+    paired_cost = _score("the cost as a paired difference over those questions")
+    paired_ci_low = _score("95% interval of the paired cost")
+    paired_ci_high = _score("95% interval of the paired cost")
+    paired_p = serializers.FloatField(allow_null=True, help_text="paired t test, two-sided")
 
 
 class SettingsReportSerializer(serializers.Serializer):
@@ -271,13 +296,7 @@ def leaderboard_detail(request: Request) -> Response:
     def build() -> dict:
         _admin(request)
         judge, setting = _judge(request), _setting(request)
-        board = leaderboard(judge=judge, setting=setting, settings=scoring_settings())
-        return {
-            "judge": board.judge,
-            "setting": board.setting,
-            "questions": board.questions,
-            "rows": [row.as_dict() for row in board.rows],
-        }
+        return board_as_dict(leaderboard(judge=judge, setting=setting, settings=scoring_settings()))
 
     return _answer(build)
 

@@ -33,6 +33,7 @@ from django.db.models import Case, Count, IntegerField, OuterRef, Subquery, Valu
 from annotation.models import FinalQuestion
 from rubrics.models import RubricCheck, RubricVersion
 
+from .comparisons import Paired, minimum_detectable_difference, pairwise
 from .models import EvaluatedModel, Judge, Response, ResponseTierCount
 from .scoring import DEFAULT_SETTINGS, TIERS, ScoringError, ScoringSettings, Unscorable
 
@@ -63,6 +64,8 @@ class Row:
     pending: int
     by_domain: dict[str, Cell] = field(default_factory=dict)
     by_popularity: dict[str, Cell] = field(default_factory=dict)
+    # Not told apart from the model ranked next (Holm-adjusted paired test, p >= 0.05).
+    indistinguishable_from_next: bool = False
 
     def as_dict(self) -> dict:
         return {
@@ -76,6 +79,7 @@ class Row:
             "missing": self.missing,
             "failed": self.failed,
             "pending": self.pending,
+            "indistinguishable_from_next": self.indistinguishable_from_next,
         }
 
 
@@ -90,6 +94,18 @@ EXPORT_COLUMNS = [
     "missing",
     "failed",
     "pending",
+    "indistinguishable_from_next",
+]
+COMPARISON_COLUMNS = [
+    "a",
+    "b",
+    "questions",
+    "difference",
+    "ci_low",
+    "ci_high",
+    "p",
+    "p_holm",
+    "significant",
 ]
 
 
@@ -101,6 +117,25 @@ class Leaderboard:
     rows: list[Row]
     domains: list[str]
     popularities: list[str]
+    # Every pair of models on the questions both were scored on (comparisons.py), the rows'
+    # order; and the smallest difference the benchmark's size can tell apart (x100).
+    comparisons: list[Paired] = field(default_factory=list)
+    minimum_detectable_difference: float | None = None
+    # Per model, the Gamut score of each question (in question id order; nan where not
+    # scored): what paired comparisons across boards (the two settings) are computed from.
+    scores: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+
+def board_as_dict(board: Leaderboard) -> dict:
+    """The JSON of a board, for the page's `?format=json` and the API."""
+    return {
+        "judge": board.judge,
+        "setting": board.setting,
+        "questions": board.questions,
+        "rows": [row.as_dict() for row in board.rows],
+        "comparisons": [pair.as_dict() for pair in board.comparisons],
+        "minimum_detectable_difference": board.minimum_detectable_difference,
+    }
 
 
 def bootstrap_interval(
@@ -323,6 +358,15 @@ def leaderboard(
         )
     # Model names are unique, so this is a total order whatever the order of model_ids.
     rows.sort(key=lambda r: (r.gamut is None, -(r.gamut or 0), r.model))
+    scored_gamut = np.where(outcome == SCORED, gamut, np.nan)
+    scores = {names[m]: scored_gamut[i] for i, m in enumerate(model_ids.tolist())}
+    ranked = [r.model for r in rows]
+    pairs = pairwise(ranked, np.array([scores[m] for m in ranked]))
+    by_pair = {(p.a, p.b): p for p in pairs}
+    for upper, lower in zip(rows, rows[1:], strict=False):
+        pair = by_pair[(upper.model, lower.model)]
+        upper.indistinguishable_from_next = pair.p_holm is not None and not pair.significant
+    spreads = [p.sd for p in pairs if p.sd]
     return Leaderboard(
         judge=judge.name,
         setting=setting,
@@ -330,4 +374,9 @@ def leaderboard(
         rows=rows,
         domains=domains,
         popularities=popularities,
+        comparisons=pairs,
+        minimum_detectable_difference=minimum_detectable_difference(
+            float(np.median(spreads)) if spreads else None, len(questions)
+        ),
+        scores=scores,
     )

@@ -25,6 +25,7 @@ from rubrics.models import RubricCheck
 from rubrics.services import final_version, final_version_ids
 
 from . import analysis
+from .comparisons import Paired, paired
 from .leaderboard import leaderboard
 from .models import EvaluatedModel, Judge, Response, Setting, Verdict, VerdictValue
 from .scoring import VERDICTS, ScoringError, ScoringSettings, response_score
@@ -48,7 +49,20 @@ SETTINGS_COLUMNS = [
     "text_only_ci_high",
     "text_only_scored",
     "cost",
+    "paired_questions",
+    "paired_cost",
+    "paired_ci_low",
+    "paired_ci_high",
+    "paired_p",
 ]
+
+
+def _paired_cost(boards: dict, model: str) -> Paired | None:
+    multimodal = boards[Setting.MULTIMODAL].scores.get(model)
+    text_only = boards[Setting.TEXT_ONLY].scores.get(model)
+    if multimodal is None or text_only is None:
+        return None
+    return paired(model, model, text_only, multimodal)
 
 
 def settings_report(judge: Judge, *, scoring: ScoringSettings | None = None) -> dict:
@@ -71,6 +85,13 @@ def settings_report(judge: Judge, *, scoring: ScoringSettings | None = None) -> 
             row[f"{setting}_ci_high"] = _round(r.high) if r else None
             row[f"{setting}_scored"] = r.scored if r else 0
         row["cost"] = _round(gap.cost)
+        # The same cost as a paired difference, on the questions scored in both settings.
+        pair = _paired_cost(boards, gap.model)
+        row["paired_questions"] = pair.n if pair else 0
+        row["paired_cost"] = _round(pair.difference) if pair else None
+        row["paired_ci_low"] = _round(pair.low) if pair else None
+        row["paired_ci_high"] = _round(pair.high) if pair else None
+        row["paired_p"] = _round(pair.p, 6) if pair and pair.p is not None else None
         out.append(row)
     return {"judge": judge.name, "questions": boards[Setting.MULTIMODAL].questions, "rows": out}
 

@@ -11,7 +11,7 @@ from django.shortcuts import render
 
 from annotation import access
 
-from .leaderboard import EXPORT_COLUMNS, leaderboard
+from .leaderboard import COMPARISON_COLUMNS, EXPORT_COLUMNS, board_as_dict, leaderboard
 from .models import Judge, Setting
 from .services import scoring_settings
 
@@ -21,6 +21,35 @@ def _chart(value: float | None) -> dict:
     if value is None:
         return {"bar": 0, "negative": False}
     return {"bar": round(abs(value) / 2), "negative": value < 0}
+
+
+def _matrix(board) -> list[dict]:
+    """The significance grid: a row per model (ranked), a cell per other model with the
+    paired difference (row minus column), shaded by its size when Holm-significant."""
+    by_pair = {}
+    for pair in board.comparisons:
+        by_pair[(pair.a, pair.b)] = (pair, 1)
+        by_pair[(pair.b, pair.a)] = (pair, -1)
+    grid = []
+    for row in board.rows:
+        cells = []
+        for column in board.rows:
+            if column.model == row.model:
+                cells.append({"self": True})
+                continue
+            pair, sign = by_pair[(row.model, column.model)]
+            difference = None if pair.difference is None else sign * pair.difference
+            if difference is None or not pair.significant:
+                shade = "same"
+            else:
+                shade = ("better" if difference > 0 else "worse") + (
+                    "-strong" if abs(difference) >= 10 else ""
+                )
+            cells.append(
+                {"difference": difference, "p": pair.p_holm, "shade": shade, "model": column.model}
+            )
+        grid.append({"model": row.model, "cells": cells})
+    return grid
 
 
 @login_required
@@ -40,23 +69,27 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     if export in ("csv", "json") and board is None:
         return HttpResponse("No judge yet.", status=404, content_type="text/plain")
     if export == "json":
-        return JsonResponse(
-            {
-                "judge": board.judge,
-                "setting": board.setting,
-                "questions": board.questions,
-                "rows": [row.as_dict() for row in board.rows],
-            }
-        )
+        return JsonResponse(board_as_dict(board))
     if export == "csv":
-        response = HttpResponse(content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = (
-            f'attachment; filename="leaderboard-{board.judge}-{board.setting}.csv"'
+        table = request.GET.get("table", "rows")
+        if table not in ("rows", "comparisons"):
+            return HttpResponse(
+                "table must be rows or comparisons", status=400, content_type="text/plain"
+            )
+        columns, rows = (
+            (EXPORT_COLUMNS, [row.as_dict() for row in board.rows])
+            if table == "rows"
+            else (COMPARISON_COLUMNS, [pair.as_dict() for pair in board.comparisons])
         )
-        writer = csv.DictWriter(response, fieldnames=EXPORT_COLUMNS)
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        suffix = "" if table == "rows" else "-comparisons"
+        response["Content-Disposition"] = (
+            f'attachment; filename="leaderboard-{board.judge}-{board.setting}{suffix}.csv"'
+        )
+        writer = csv.DictWriter(response, fieldnames=columns)
         writer.writeheader()
-        for row in board.rows:
-            writer.writerow({k: "" if v is None else v for k, v in row.as_dict().items()})
+        for row in rows:
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})
         return response
     if board:
         for row in board.rows:
@@ -68,6 +101,7 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
         request,
         "judging/leaderboard.html",
         {
+            "matrix": _matrix(board) if board else [],
             "judges": judges,
             "judge": judge,
             "setting": setting,
