@@ -127,6 +127,7 @@ def report(label: str, calls: int, ok: int, wall: float, cpu_s: float, ideal: fl
 
 def bare(base_url: str, key: str, calls: int, concurrency: int, schema: dict) -> tuple[int, float]:
     """The bare google-genai async client: `calls` structured calls, `concurrency` in flight."""
+    import httpx
     from google import genai
     from google.genai import types
 
@@ -134,7 +135,12 @@ def bare(base_url: str, key: str, calls: int, concurrency: int, schema: dict) ->
         client = genai.Client(
             api_key=key,
             http_options=types.HttpOptions(
-                base_url=base_url, api_version="v1beta", timeout=60_000, retry_options=None
+                base_url=base_url,
+                api_version="v1beta",
+                timeout=60_000,
+                retry_options=None,
+                # on httpx, as the gateway is (the SDK would take aiohttp when installed)
+                async_client_args={"transport": httpx.AsyncHTTPTransport()},
             ),
         )
         config = types.GenerateContentConfig(

@@ -389,6 +389,10 @@ class _Gemini:
                 api_version="v1beta",  # pinned: the SDK's default moved between releases
                 timeout=int(conf.timeout_s * 1000),  # milliseconds
                 retry_options=None,  # the gateway owns retries
+                # httpx, not aiohttp: the SDK takes aiohttp whenever it is installed (other
+                # packages bring it), and aiohttp's timeouts and resets escape the gateway's
+                # handling of httpx errors. Giving a transport keeps the SDK on httpx.
+                async_client_args={"transport": httpx.AsyncHTTPTransport()},
             ),
         )
 
