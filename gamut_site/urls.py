@@ -8,6 +8,7 @@ from annotation import api, api_diversity, views, views_crag_mm, views_diversity
 from judging import api as judging_api
 from judging import views as judging_views
 from judging import views_analysis as results_views
+from judging import views_checks as judging_checks
 from judging import views_runs as judging_runs
 from judging import views_spot as judging_spot
 from llm import views as llm_views
@@ -35,6 +36,7 @@ urlpatterns = [
     ),
     path("rubrics/", rubric_views.queue, name="rubrics_queue"),
     path("rubrics/claim/", rubric_views.claim, name="rubrics_claim"),
+    path("rubrics/checks/", judging_checks.flagged_checks, name="flagged_checks"),
     path("rubrics/<int:rubric_id>/", rubric_views.history, name="rubric_history"),
     path("rubrics/versions/<int:version_id>/", rubric_views.workspace, name="rubric_workspace"),
     path(
@@ -117,6 +119,7 @@ urlpatterns = [
     path("api/diversity/", api_diversity.diversity_detail, name="api_diversity"),
     path("api/benchmark/export/", rubrics_api.benchmark_export, name="api_benchmark_export"),
     path("api/leaderboard/", judging_api.leaderboard_detail, name="api_leaderboard"),
+    path("api/checks/flagged/", judging_api.flagged_checks, name="api_flagged_checks"),
     path(
         "api/spot-checks/agreement/",
         judging_api.spot_check_agreement,

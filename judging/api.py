@@ -19,11 +19,13 @@ from annotation.models import FinalQuestion
 
 from . import reports
 from .analysis import LABELS
+from .check_report import check_report
 from .leaderboard import board_as_dict, leaderboard
 from .models import Judge, Setting
 from .scoring import TIERS
 from .services import scoring_settings
 from .spot_checks import judge_agreement, spot_check_progress
+from .views_checks import may_read
 
 # --- the shapes, for the OpenAPI schema ------------------------------------------------------
 
@@ -395,5 +397,49 @@ def spot_check_agreement(request: Request) -> Response:
             "agreement": [row.as_dict() for row in judge_agreement()],
             "progress": spot_check_progress(),
         }
+
+    return _answer(build)
+
+
+class FlaggedCheckSerializer(serializers.Serializer):
+    source_id = serializers.CharField()
+    check_id = serializers.CharField()
+    tier = serializers.ChoiceField(choices=TIERS)
+    text = serializers.CharField()
+    models = serializers.IntegerField(help_text="models graded on the check")
+    difficulty = serializers.FloatField(allow_null=True, help_text="mean credit, 0..1")
+    discrimination = serializers.FloatField(
+        allow_null=True, help_text="point-biserial against the score without the question"
+    )
+    disagreement = serializers.FloatField(
+        allow_null=True, help_text="share of responses on which two or more judges differ"
+    )
+    shared = serializers.IntegerField(help_text="responses graded by two or more judges")
+    flags = serializers.ListField(child=serializers.CharField())
+    rubric_url = serializers.CharField()
+
+
+class FlaggedChecksSerializer(serializers.Serializer):
+    judge = serializers.CharField()
+    setting = serializers.ChoiceField(choices=Setting.values)
+    checks = serializers.IntegerField(help_text="checks of final rubrics graded")
+    flagged = serializers.IntegerField()
+    rows = FlaggedCheckSerializer(many=True)
+
+
+@extend_schema(
+    summary="Checks that carry no information (rubric revisers and admins)",
+    description="Per check of a final rubric under one judge and setting: difficulty, "
+    "discrimination and judge disagreement; the flagged ones (met by every model, by none, "
+    "or disagreement far above the rest).",
+    parameters=[JUDGE, SETTING],
+    responses={200: FlaggedChecksSerializer, **ERRORS},
+)
+@api_view(["GET"])
+def flagged_checks(request: Request) -> Response:
+    def build() -> dict:
+        if not may_read(request.user):
+            raise _Refused(403, "Only rubric revisers and admins read the flagged checks.")
+        return check_report(_judge(request), _setting(request))
 
     return _answer(build)

@@ -124,6 +124,7 @@ class Leaderboard:
     # Per model, the Gamut score of each question (in question id order; nan where not
     # scored): what paired comparisons across boards (the two settings) are computed from.
     scores: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    question_ids: list[int] = field(default_factory=list, repr=False)
 
 
 def board_as_dict(board: Leaderboard) -> dict:
@@ -379,4 +380,5 @@ def leaderboard(
             float(np.median(spreads)) if spreads else None, len(questions)
         ),
         scores=scores,
+        question_ids=question_ids.tolist(),
     )

@@ -26,6 +26,8 @@ from django_htmx.http import reswap, retarget
 
 from annotation import access
 from annotation.services import ReviewError
+from judging.check_report import check_report
+from judging.models import Judge, Setting
 
 from . import services
 from .compiler import TIERS
@@ -88,10 +90,15 @@ def history(request: HttpRequest, rubric_id: int) -> HttpResponse:
     if old is not None and new is not None:
         rows = {v.pk: list(v.checks.all()) for v in (old, new)}
         diff = services.version_diff(rows[old.pk], rows[new.pk])
+    # What the results say of this rubric's final checks (judging/check_info.py), under the
+    # first judge in the multimodal setting, when there is one.
+    judge = Judge.objects.order_by("name").first()
+    flagged = check_report(judge, Setting.MULTIMODAL, rubric_id=rubric.pk) if judge else None
     return render(
         request,
         "rubrics/history.html",
         {
+            "flagged": flagged,
             "rubric": rubric,
             "versions": versions,
             "old": old,

@@ -1,0 +1,66 @@
+"""Checks that carry no information (rubric revisers and admins): the flagged checks of the
+final rubrics under one judge and setting, each linked to its rubric, where the next human
+round is started; `?format=csv|json`."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from annotation import access
+from rubrics.services import is_reviser
+
+from .check_report import COLUMNS, check_report
+from .models import Judge, Setting
+from .scoring import TIERS
+from .views_analysis import _csv
+
+TIER_LABELS = {tier: tier.replace("_", "-").capitalize() for tier in TIERS}
+
+
+def may_read(user) -> bool:
+    return is_reviser(user) or access.is_admin(user)
+
+
+def pick_judge(name: str | None) -> tuple[list[Judge], Judge | None]:
+    judges = list(Judge.objects.order_by("name"))
+    return judges, next((j for j in judges if j.name == name), judges[0] if judges else None)
+
+
+@login_required
+def flagged_checks(request: HttpRequest) -> HttpResponse:
+    if not may_read(request.user):
+        raise PermissionDenied("This page is for rubric revisers and admins.")
+    judges, judge = pick_judge(request.GET.get("judge"))
+    setting = request.GET.get("setting", Setting.MULTIMODAL)
+    if setting not in Setting.values:
+        return HttpResponse(
+            "setting must be multimodal or text_only", status=400, content_type="text/plain"
+        )
+    export = request.GET.get("format")
+    if export not in (None, "html", "csv", "json"):
+        return HttpResponse(
+            "format must be html, csv or json", status=400, content_type="text/plain"
+        )
+    report = check_report(judge, setting) if judge else None
+    if export in ("csv", "json") and report is None:
+        return HttpResponse("No judge yet.", status=404, content_type="text/plain")
+    if export == "json":
+        return JsonResponse(report)
+    if export == "csv":
+        rows = [{**r, "flags": "; ".join(r["flags"])} for r in report["rows"]]
+        return _csv(f"flagged-checks-{judge.name}-{setting}", COLUMNS, rows)
+    return render(
+        request,
+        "judging/flagged_checks.html",
+        {
+            "judges": judges,
+            "judge": judge,
+            "setting": setting,
+            "settings": Setting.choices,
+            "report": report,
+            "tier_labels": TIER_LABELS,
+        },
+    )
