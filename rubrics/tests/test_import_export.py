@@ -511,3 +511,26 @@ def test_api_export_that_cannot_be_made_says_why(benchmark, root):
     response = client.get("/api/benchmark/export/")
     assert response.status_code == 500
     assert "the photo of 'a1' is missing" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("depth", [100, 5000])
+def test_json_nested_deep_is_a_line_numbered_problem(tmp_path, capsys, question, depth):
+    question("img-1")
+    deep = '{"source_id": "img-1", "meta_rubric": ' + "[" * depth + "]" * depth + "}"
+    code, _, err = run_import(tmp_path, [line("img-1"), deep], capsys)
+    assert code == 2
+    assert f"{tmp_path / 'rubrics.jsonl'}: line 2: " in err
+    assert "nested deeper than the limit of 32 levels" in err
+    assert "Traceback" not in err and not RubricVersion.objects.exists()
+
+
+def test_a_long_bad_file_lists_100_problems_and_counts_the_rest(tmp_path, capsys):
+    code, _, err = run_import(tmp_path, ["{"] * 150, capsys)
+    assert code == 2
+    lines = err.splitlines()
+    assert len(lines) == 102
+    assert lines[99].endswith(
+        "line 100: not valid JSON (Expecting property name enclosed in double quotes at column 2)"
+    )
+    assert lines[100].endswith(": … and 50 more problems")
+    assert lines[101] == "150 bad line(s); nothing was imported."
