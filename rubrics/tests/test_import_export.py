@@ -534,3 +534,16 @@ def test_a_long_bad_file_lists_100_problems_and_counts_the_rest(tmp_path, capsys
     )
     assert lines[100].endswith(": … and 50 more problems")
     assert lines[101] == "150 bad line(s); nothing was imported."
+
+
+def test_a_javascript_snippet_url_is_refused_with_its_json_path(tmp_path, capsys, question):
+    question("img-1")
+    meta = document(fact(snippets=["s1"]))
+    meta["snippets"][0]["url"] = "javascript:alert(document.domain)"
+    code, _, err = run_import(tmp_path, [line("img-1", meta)], capsys)
+    assert code == 2
+    assert (
+        "line 1: meta_rubric.snippets[0].url: must be an http or https URL, not "
+        '"javascript:alert(document.domain)"'
+    ) in err
+    assert not RubricVersion.objects.exists()
