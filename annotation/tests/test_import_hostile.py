@@ -415,3 +415,25 @@ def test_the_command_stores_a_misnamed_png_as_png(tmp_path, capsys):
     code, out, _ = run(tmp_path, line("s1", "photo.js") + "\n", capsys)
     assert code == 0, out
     assert Image.objects.get().file.name == "images/s1.png"
+
+
+def test_query_counts_of_the_photo_and_of_a_refused_import(
+    client, root, alice, make_image, django_assert_num_queries
+):
+    make_image("img-1")
+    client.force_login(alice)
+    # session, user, her groups, the image
+    with django_assert_num_queries(4):
+        assert client.get("/images/img-1/photo").status_code == 200
+    client.force_login(root)
+    manifest = "\n".join("not json" for _ in range(500))
+    # session, user, groups, the recent imports; the refusal itself reads nothing
+    with django_assert_num_queries(4):
+        response = client.post(
+            "/import/",
+            {
+                "manifest": upload("m.jsonl", manifest.encode()),
+                "images": upload("i.zip", zip_bytes({})),
+            },
+        )
+    assert response.status_code == 400
