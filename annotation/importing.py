@@ -471,8 +471,10 @@ def manifest_parse(
     if not entries and not problems:
         raise ImportProblems(["the manifest has no lines"])
     if isinstance(source, ZipImages):
-        members = {id(e.member): e.member.file_size for e in entries if e.member is not None}
-        total, cap = sum(members.values()), settings.IMPORT_MAX_TOTAL_BYTES
+        # Counted per line, not per member: lines that all name one big member would otherwise
+        # have it unpacked (and stored) once each, for the price of one.
+        total = sum(e.member.file_size for e in entries if e.member is not None)
+        cap = settings.IMPORT_MAX_TOTAL_BYTES
         if total > cap:
             raise ImportProblems(
                 [

@@ -437,3 +437,13 @@ def test_query_counts_of_the_photo_and_of_a_refused_import(
             },
         )
     assert response.status_code == 400
+
+
+def test_lines_naming_one_member_count_once_each_against_the_total(root, settings):
+    settings.IMPORT_MAX_TOTAL_BYTES = len(png_bytes()) * 3
+    manifest = "\n".join(line(f"s{k}", "same.png") for k in range(4))
+    response = api_import(root, manifest, zip_bytes({"same.png": png_bytes()}))
+    assert response.status_code == 400
+    assert "IMPORT_MAX_TOTAL_BYTES" in response.json()["errors"][0]
+    settings.IMPORT_MAX_TOTAL_BYTES = len(png_bytes()) * 4
+    assert api_import(root, manifest, zip_bytes({"same.png": png_bytes()})).status_code == 201
