@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from . import access, services
-from .importing import ImportProblems, import_from_upload
+from .importing import MAX_PROBLEMS_SHOWN, ImportProblems, import_from_upload
 from .models import REASON_KEYS, Candidate, Decision, Image, ImportBatch, Review, image_status
 
 
@@ -365,7 +365,12 @@ def image_detail(request: Request, source_id: str) -> Response:
             "ImportErrors",
             {
                 "detail": serializers.CharField(),
-                "errors": serializers.ListField(child=serializers.CharField()),
+                "errors": serializers.ListField(
+                    child=serializers.CharField(),
+                    help_text=f"The first {MAX_PROBLEMS_SHOWN} problems, "
+                    "a line's as 'line N: ...'.",
+                ),
+                "more": serializers.IntegerField(help_text="How many problems are not listed."),
             },
         ),
         403: ErrorSerializer,
@@ -395,10 +400,12 @@ def images_import(request: Request) -> Response:
             file_name=manifest.name,
         )
     except ImportProblems as exc:
+        shown = exc.problems[:MAX_PROBLEMS_SHOWN]
         return Response(
             {
-                "detail": f"{len(exc.problems)} bad line(s); nothing was imported.",
-                "errors": exc.problems,
+                "detail": f"{len(exc.problems)} problem(s); nothing was imported.",
+                "errors": shown,
+                "more": len(exc.problems) - len(shown),
             },
             status=400,
         )

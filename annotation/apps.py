@@ -8,4 +8,11 @@ class AnnotationConfig(AppConfig):
     def ready(self) -> None:
         # Registers the stage-1 job kinds (generation, guard): web processes launch them and
         # Celery workers run them, and both start Django through here.
+        from django.conf import settings
+        from PIL import Image
+
         from . import llm_jobs  # noqa: F401
+
+        # Every Pillow use in the process (imports, the LLM jobs' image parts) refuses an image
+        # over this many pixels before decoding it.
+        Image.MAX_IMAGE_PIXELS = settings.IMAGE_MAX_PIXELS

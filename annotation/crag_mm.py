@@ -15,6 +15,7 @@ transaction. Rows whose domain the mapping leaves out are skipped and counted; r
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections import Counter
@@ -24,13 +25,20 @@ from pathlib import Path
 
 from django.conf import settings
 
-from .importing import ImportProblems, ImportResult, ManifestEntry, images_import
+from .importing import (
+    IMAGE_FORMATS,
+    ImportProblems,
+    ImportResult,
+    ManifestEntry,
+    image_format,
+    images_import,
+    problems_shown,
+)
 from .models import Popularity
 
 DATASET = "crag-mm"
 DEFAULT_LICENSE = "cc-by-nc-4.0"  # the dataset card's licence, when the folder has no README
 SPLITS = ("validation", "public_test")
-MAX_PROBLEMS = 100
 SOURCE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
 _REVISION = re.compile(r"^[0-9a-f]{40}$")
 
@@ -238,28 +246,6 @@ def _missing_columns(schema) -> list[str]:
     return missing
 
 
-def _image_format(data: bytes) -> str | None:
-    """The extension for image bytes Pillow can decode, or None."""
-    import io
-
-    from PIL import Image as PILImage
-    from PIL import UnidentifiedImageError
-
-    try:
-        with PILImage.open(io.BytesIO(data)) as img:
-            kind = img.format
-            img.verify()
-    except (
-        UnidentifiedImageError,
-        OSError,
-        SyntaxError,
-        ValueError,
-        PILImage.DecompressionBombError,
-    ):
-        return None
-    return {"JPEG": ".jpg", "PNG": ".png", "WEBP": ".webp", "GIF": ".gif"}.get(kind or "")
-
-
 def crag_mm_plan(
     directory: Path,
     *,
@@ -312,7 +298,7 @@ def crag_mm_plan(
             continue
         files.append((name, parquet))
     if problems:
-        raise ImportProblems(_capped(problems))
+        raise ImportProblems(problems_shown(problems))
 
     def rows() -> Iterable[tuple[str, int, dict, dict[str, list[str]]]]:
         for name, parquet in files:
@@ -382,15 +368,16 @@ def crag_mm_plan(
             else:
                 problem(f"{where}: neither image bytes nor an image_url")
             continue
-        if len(data) > settings.IMAGE_MAX_BYTES:
+        if len(data) > settings.IMPORT_MAX_FILE_BYTES:
             problem(
                 f"{where}: the image is {len(data) / 1024 / 1024:.1f} MB, over the "
-                f"{settings.IMAGE_MAX_BYTES // (1024 * 1024)} MB limit"
+                f"{settings.IMPORT_MAX_FILE_BYTES // (1024 * 1024)} MB limit "
+                "(IMPORT_MAX_FILE_BYTES)"
             )
             continue
-        suffix = _image_format(data)
-        if suffix is None:
-            problem(f"{where}: the image bytes are not a JPEG, PNG, WebP or GIF image")
+        kind, bad = image_format(io.BytesIO(data), session)
+        if bad:
+            problem(f"{where}: {bad}")
             continue
         answer = ""
         for candidate in row.get("answers") or []:
@@ -406,7 +393,7 @@ def crag_mm_plan(
             plan.needs_entity += 1
         else:
             seen_entities.add(session)
-        path = workdir / f"{len(plan.entries):06d}{suffix}"
+        path = workdir / f"{len(plan.entries):06d}{IMAGE_FORMATS[kind]}"
         path.write_bytes(data)
         plan.entries.append(
             ManifestEntry(
@@ -427,14 +414,8 @@ def crag_mm_plan(
         )
     plan.unknown_entities = sorted(set(entities) - seen_entities - set(first_row))
     if problems:
-        raise ImportProblems(_capped(problems))
+        raise ImportProblems(problems_shown(problems))
     return plan
-
-
-def _capped(problems: list[str]) -> list[str]:
-    if len(problems) <= MAX_PROBLEMS:
-        return problems
-    return [*problems[:MAX_PROBLEMS], f"... and {len(problems) - MAX_PROBLEMS} more problem(s)"]
 
 
 def crag_mm_import(
@@ -525,9 +506,9 @@ def crag_mm_from_upload(
     if not shards:
         raise ImportProblems(["no Parquet shard was uploaded"])
     total = sum(shard.size for shard in shards)
-    if total > settings.IMPORT_ZIP_MAX_BYTES:
+    if total > settings.IMPORT_MAX_TOTAL_BYTES:
         raise ImportProblems(
-            [f"the shards are {total} bytes, over the {settings.IMPORT_ZIP_MAX_BYTES} byte limit"]
+            [f"the shards are {total} bytes, over the {settings.IMPORT_MAX_TOTAL_BYTES} byte limit"]
         )
     work = Path(tempfile.mkdtemp(prefix="gamut-crag-mm-"))
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 from collections import Counter
 from datetime import timedelta
+from pathlib import PurePosixPath
 
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
@@ -28,7 +29,7 @@ from rubrics.services import revision_queue
 
 from . import access, services
 from .agreement import agreement_report
-from .importing import ImportProblems, import_from_upload
+from .importing import CONTENT_TYPES, ImportProblems, import_from_upload, problems_shown
 from .models import (
     REASON_TAGS,
     AuditEvent,
@@ -41,6 +42,9 @@ from .models import (
     Review,
     image_status,
 )
+
+# A photo opened on its own: nothing may load or run, and it has no origin of its own.
+PHOTO_CSP = "default-src 'none'; sandbox"
 
 # --- login, with a limit on failed attempts ----------------------------------------------
 
@@ -149,12 +153,22 @@ def image_file(request: HttpRequest, source_id: str) -> FileResponse:
     if not access.is_member(request.user):
         raise PermissionDenied("You have no role in this project.")
     image = get_object_or_404(Image, source_id=source_id)
+    # The content type comes from the stored extension, which the import took from the decoded
+    # format; a file with any other extension (stored before that, or quarantined by
+    # recheck_images) is never served, whatever its bytes.
+    content_type = CONTENT_TYPES.get(PurePosixPath(image.file.name).suffix.lower())
+    if content_type is None:
+        raise Http404("the photo is not a JPEG, PNG, WebP or GIF file; run recheck_images")
     try:
         handle = image.file.open("rb")
     except FileNotFoundError as exc:
         raise Http404("the photo's file is missing") from exc
-    response = FileResponse(handle)
+    response = FileResponse(handle, content_type=content_type)
     response["Cache-Control"] = "private, max-age=3600"
+    # Even bytes that are also a script or a page (a polyglot) stay an image: no sniffing, and
+    # opened on their own they get a sandbox with no origin and nothing allowed to load or run.
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = PHOTO_CSP
     return response
 
 
@@ -495,6 +509,7 @@ def import_page(request: HttpRequest) -> HttpResponse:
         manifest = request.FILES.get("manifest")
         if manifest is None:
             context["problems"] = ["Choose a manifest file (.jsonl)."]
+            context["problem_count"] = 1
         else:
             try:
                 result = import_from_upload(
@@ -505,7 +520,8 @@ def import_page(request: HttpRequest) -> HttpResponse:
                     file_name=manifest.name,
                 )
             except ImportProblems as exc:
-                context["problems"] = exc.problems
+                context["problems"] = problems_shown(exc.problems)
+                context["problem_count"] = len(exc.problems)
             else:
                 context["result"] = result
         template = "annotation/import.html#result" if request.htmx else "annotation/import.html"

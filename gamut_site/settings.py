@@ -192,8 +192,15 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
 # Review rules.
 REVIEW_LEASE = timedelta(seconds=envint("REVIEW_LEASE_SECONDS", 30 * 60))
-IMAGE_MAX_BYTES = 20 * 1024 * 1024
-IMPORT_ZIP_MAX_BYTES = envint("IMPORT_ZIP_MAX_BYTES", 2 * 1024 * 1024 * 1024)
+
+# Imports: caps on what one import may make the server read or unpack (README, "Importing
+# images"). An upload names its members in the manifest; only those are unpacked, one at a time.
+IMPORT_MAX_FILE_BYTES = envint("IMPORT_MAX_FILE_BYTES", 20 * 1024 * 1024)  # one image
+IMPORT_MAX_TOTAL_BYTES = envint("IMPORT_MAX_TOTAL_BYTES", 2 * 1024 * 1024 * 1024)  # one import
+IMPORT_MAX_MEMBERS = envint("IMPORT_MAX_MEMBERS", 20_000)  # entries in one zip
+# Pillow's MAX_IMAGE_PIXELS (set from this at start-up): a larger image is refused unread, so a
+# small file that decodes to gigabytes (a decompression bomb) never does. Pillow's own default.
+IMAGE_MAX_PIXELS = envint("IMAGE_MAX_PIXELS", 89_478_485)
 
 # Security.
 SESSION_COOKIE_HTTPONLY = True

@@ -10,13 +10,12 @@ reported. A model name not seen before becomes a new EvaluatedModel.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db import transaction
 
-from annotation.importing import ImportProblems
+from annotation.importing import ImportProblems, json_line
 from annotation.models import FinalQuestion
 
 from .models import EvaluatedModel, Response, Setting
@@ -50,10 +49,9 @@ def responses_parse(lines: Iterable[str]) -> list[ResponseEntry]:
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            problems.append((number, f"not valid JSON ({exc.msg} at column {exc.colno})"))
+        obj, problem = json_line(raw)
+        if problem:
+            problems.append((number, problem))
             continue
         if not isinstance(obj, dict):
             problems.append((number, "not a JSON object"))

@@ -40,6 +40,7 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_args
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -99,11 +100,34 @@ class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", str_strip_whitespace=True, frozen=True)
 
 
+WEB_SCHEMES = ("http", "https")
+
+
+def is_web_url(url: Any) -> bool:
+    """Whether `url` is an absolute http(s) address: the only kind evidence may link to (a
+    `javascript:` or `data:` URL in a link would run or show whatever it holds)."""
+    if not isinstance(url, str):
+        return False
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:  # e.g. an unbalanced [ in the host
+        return False
+    return parts.scheme.lower() in WEB_SCHEMES and bool(parts.hostname)
+
+
+def _web_url(value: str) -> str:
+    if not is_web_url(value):
+        raise PydanticCustomError(
+            "snippet_url", "must be an http or https URL, not {value}", {"value": _show(value)}
+        )
+    return value
+
+
 class Snippet(_Strict):
     """A short piece of web evidence that items cite by id."""
 
     id: Text
-    url: Text
+    url: Annotated[Text, AfterValidator(_web_url), Field(description="An http or https address.")]
     title: str = ""
     text: Text = Field(description="The quoted evidence, short.")
 

@@ -16,7 +16,6 @@ or a question dropped between the two is still refused rather than half imported
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from annotation.importing import json_line
 from annotation.models import AuditEvent, FinalQuestion, Image
 
 from . import compiler, services
@@ -155,10 +155,9 @@ def _parse_lines(
         if not raw.strip():
             continue
         report = _LineReport(number)
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            report.messages.append(f"not valid JSON ({exc.msg} at column {exc.colno})")
+        obj, problem = json_line(raw)
+        if problem:
+            report.messages.append(problem)
             reports[number] = report
             continue
         report.messages, entry = _line_problems(obj)

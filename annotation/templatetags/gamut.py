@@ -1,5 +1,7 @@
 from django import template
 
+from rubrics.compiler import is_web_url
+
 register = template.Library()
 
 
@@ -26,3 +28,10 @@ def num(value, digits: int = 2) -> str:
 @register.filter
 def get(mapping: dict, key):
     return mapping.get(key, key)
+
+
+@register.filter
+def web_url(value) -> bool:
+    """Whether a snippet's URL may be a link's href: http(s) only, whatever a stored rubric
+    holds (rows from before the compiler refused other schemes)."""
+    return is_web_url(value)

@@ -184,8 +184,8 @@ def test_a_bad_row_fails_the_whole_import_naming_shard_and_row(tmp_path):
     code, _, err = run(folder)
     assert code == 2
     assert (
-        "data/validation-00000-of-00001.parquet row 3 (session s-bad): the image bytes "
-        "are not a JPEG, PNG, WebP or GIF image" in err
+        "data/validation-00000-of-00001.parquet row 3 (session s-bad): image 's-bad' is not "
+        "a JPEG, PNG, WebP or GIF image" in err
     )
     assert (
         "row 4 (session s-cat): session_id repeats data/validation-00000-of-00001."

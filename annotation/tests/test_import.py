@@ -85,7 +85,7 @@ def test_reimport_skips_existing_and_says_so(folder, capsys):
     ("bad", "message"),
     [
         (line("s3", "missing.png"), "image 'missing.png' not found"),
-        (line("s3", "notes.png"), "'notes.png' is not an image"),
+        (line("s3", "notes.png"), "'notes.png' is not a JPEG, PNG, WebP or GIF image"),
         (line("s3", "../s1.png"), "inside the manifest's folder"),
         (
             line("s3", "s2.png", popularity="famous"),
@@ -185,7 +185,7 @@ def test_api_import_bad_lines_400(root):
         format="multipart",
     )
     assert response.status_code == 400
-    assert response.json()["errors"] == ["line 2: image 's2.png' not found"]
+    assert response.json()["errors"] == ["line 2: image 's2.png' not found in the zip"]
     assert not Image.objects.exists()
 
 

@@ -136,3 +136,27 @@ def test_exports(client, root, judge, respond):
 def test_leaderboard_without_judges(client, root):
     client.force_login(root)
     assert "No judge has been set up yet" in client.get(reverse("leaderboard")).content.decode()
+
+
+@pytest.mark.parametrize("depth", [100, 5000])
+def test_import_responses_refuses_deep_json_with_its_line(tmp_path, capsys, depth):
+    make_question("q1")
+    deep = '{"source_id": "q1", "response": ' + "[" * depth + "]" * depth + "}"
+    with pytest.raises(SystemExit) as exc:
+        call_command("import_responses", str(_write(tmp_path, [_line(), deep])))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    (reported,) = [m for m in err.splitlines() if ": line 2: " in m]
+    assert reported.endswith("nested deeper than the limit of 32 levels")
+    assert not Response.objects.exists()
+
+
+def test_import_responses_lists_100_problems_and_counts_the_rest(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        call_command("import_responses", str(_write(tmp_path, ["[1]"] * 250)))
+    assert exc.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 102
+    assert lines[99].endswith("line 100: not a JSON object")
+    assert lines[100].endswith(": … and 150 more problems")
+    assert lines[101] == "250 bad line(s); nothing was imported."

@@ -14,6 +14,8 @@ from django import template
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from rubrics.compiler import is_web_url
+
 register = template.Library()
 
 TIERS = (
@@ -62,6 +64,14 @@ def _forms(check: Any, check_url: str, csrf: str, revision: Any) -> str:
           </div>'''  # noqa: E501 (markup)
 
 
+def _snippet_link(snippet: dict) -> str:
+    """The snippet's title as a link to its URL; as plain text when the URL is not http(s)."""
+    url, label = snippet.get("url", ""), escape(snippet.get("title") or snippet.get("url", ""))
+    if not is_web_url(url):
+        return label
+    return f'<a href="{escape(url)}" rel="noopener noreferrer" target="_blank">{label}</a>'
+
+
 def _evidence(check: Any) -> str:
     parts = []
     if check.options:
@@ -73,12 +83,7 @@ def _evidence(check: Any) -> str:
             f"<p><strong>Steps in order:</strong> {' → '.join(escape(s) for s in check.steps)}</p>"
         )
     snippets = getattr(check, "evidence", None) or []
-    parts += [
-        f'<p><q>{escape(s.get("text", ""))}</q> — <a href="{escape(s.get("url", ""))}" '
-        f'rel="noopener noreferrer" target="_blank">'
-        f"{escape(s.get('title') or s.get('url', ''))}</a></p>"
-        for s in snippets
-    ]
+    parts += [f"<p><q>{escape(s.get('text', ''))}</q> — {_snippet_link(s)}</p>" for s in snippets]
     if not snippets:
         parts.append('<p class="small">No evidence snippet cited.</p>')
     return "".join(parts)

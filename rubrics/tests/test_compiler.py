@@ -686,7 +686,10 @@ def test_snippet_ids_must_be_defined_and_unique():
     doc = document(
         fact(snippets=["s1", "s9"]),
         strict(meta_insights=[insight(snippets=["nope"])]),
-        snippets=[{"id": "s1", "url": "u", "text": "t"}, {"id": "s1", "url": "v", "text": "w"}],
+        snippets=[
+            {"id": "s1", "url": "https://a.example/u", "text": "t"},
+            {"id": "s1", "url": "https://a.example/v", "text": "w"},
+        ],
     )
     assert problems_of(doc) == [
         'snippets[1].id: duplicate snippet id "s1" (also at snippets[0].id)',
@@ -789,3 +792,40 @@ def test_the_exception_carries_problems_and_reads_as_lines():
     )
     assert str(info.value) == "\n".join(map(str, info.value.problems))
     assert len(info.value.problems) == 2
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "javascript:alert(document.domain)",
+        "JaVaScRiPt:alert(1)",
+        "  javascript:alert(1)",
+        "java\tscript:alert(1)",
+        "data:text/html,<script>alert(1)</script>",
+        "vbscript:x",
+        "//evil.example/x",
+        "ftp://files.example/a",
+        "https:alert(1)",
+        "http://",
+        "en.wikipedia.org",
+        "http://[::1",
+        "file:///etc/passwd",
+    ],
+)
+def test_a_snippet_url_must_be_http_or_https(url):
+    doc = document(fact(snippets=["s1"]), snippets=[{"id": "s1", "url": url, "text": "t"}])
+    (problem,) = problems_of(doc)
+    assert problem.startswith("snippets[0].url: must be an http or https URL, not ")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://en.wikipedia.org/wiki/Cappuccino",
+        "HTTP://EXAMPLE.ORG/a?b=c#d",
+        "http://127.0.0.1:8000/x",
+    ],
+)
+def test_http_and_https_snippet_urls_pass(url):
+    doc = document(fact(snippets=["s1"]), snippets=[{"id": "s1", "url": url, "text": "t"}])
+    assert validate(doc).snippets[0].url == url

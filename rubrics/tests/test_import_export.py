@@ -537,3 +537,39 @@ def test_api_export_that_cannot_be_made_says_why(benchmark, root):
     response = client.get("/api/benchmark/export/")
     assert response.status_code == 500
     assert "the photo of 'a1' is missing" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("depth", [100, 5000])
+def test_json_nested_deep_is_a_line_numbered_problem(tmp_path, capsys, question, depth):
+    question("img-1")
+    deep = '{"source_id": "img-1", "meta_rubric": ' + "[" * depth + "]" * depth + "}"
+    code, _, err = run_import(tmp_path, [line("img-1"), deep], capsys)
+    assert code == 2
+    assert f"{tmp_path / 'rubrics.jsonl'}: line 2: " in err
+    assert "nested deeper than the limit of 32 levels" in err
+    assert "Traceback" not in err and not RubricVersion.objects.exists()
+
+
+def test_a_long_bad_file_lists_100_problems_and_counts_the_rest(tmp_path, capsys):
+    code, _, err = run_import(tmp_path, ["{"] * 150, capsys)
+    assert code == 2
+    lines = err.splitlines()
+    assert len(lines) == 102
+    assert lines[99].endswith(
+        "line 100: not valid JSON (Expecting property name enclosed in double quotes at column 2)"
+    )
+    assert lines[100].endswith(": … and 50 more problems")
+    assert lines[101] == "150 bad line(s); nothing was imported."
+
+
+def test_a_javascript_snippet_url_is_refused_with_its_json_path(tmp_path, capsys, question):
+    question("img-1")
+    meta = document(fact(snippets=["s1"]))
+    meta["snippets"][0]["url"] = "javascript:alert(document.domain)"
+    code, _, err = run_import(tmp_path, [line("img-1", meta)], capsys)
+    assert code == 2
+    assert (
+        "line 1: meta_rubric.snippets[0].url: must be an http or https URL, not "
+        '"javascript:alert(document.domain)"'
+    ) in err
+    assert not RubricVersion.objects.exists()

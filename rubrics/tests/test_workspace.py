@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from rubrics import services
-from rubrics.models import RubricCheck, Stage
+from rubrics.models import RubricCheck, RubricVersion, Stage
 from rubrics.tests.test_compiler import document, fact, flexible, strict
 
 pytestmark = pytest.mark.django_db
@@ -346,3 +346,30 @@ def test_a_frozen_parents_rows_are_read_once_and_the_diff_stays_right(client, da
     assert status == 200 and "<ins>Names the dish.</ins>" in body  # against the cached parent
     again = client.get(url).content.decode()
     assert "<ins>Names the dish.</ins>" in again and first != again
+
+
+def test_a_stored_non_http_snippet_url_is_never_a_link(client, dave, draft):
+    """Versions stored before the compiler refused other schemes: the workspace shows the
+    snippet's title as text, in the scaffold and in each check's evidence."""
+    meta = dict(draft.meta_rubric)
+    meta["snippets"] = [
+        {**s, "url": "javascript:alert(document.domain)"} if s["id"] == "s1" else s
+        for s in meta["snippets"]
+    ]
+    meta["items"] = [{**meta["items"][0], "snippets": ["s1"]}, *meta["items"][1:]]
+    RubricVersion.objects.filter(pk=draft.pk).update(meta_rubric=meta)
+    RubricCheck.objects.filter(version=draft).update(snippets=["s1", "s2"])
+    client.force_login(dave)
+    page = client.get(reverse("rubric_workspace", args=[draft.pk])).content.decode()
+    assert "javascript:" not in page
+    assert 'href="https://example.org/b"' in page  # the http(s) one is still a link
+    assert "evidence a" in page  # the snippet itself still shows
+
+
+def test_the_web_url_filter():
+    from django.template import Context, Template
+
+    template = Template("{% load gamut %}{% if url|web_url %}link{% else %}text{% endif %}")
+    assert template.render(Context({"url": "https://example.org/"})) == "link"
+    for url in ("javascript:alert(1)", "", None, "data:,x"):
+        assert template.render(Context({"url": url})) == "text"

@@ -4,7 +4,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from annotation.importing import ImportProblems, images_import, manifest_parse
+from annotation.importing import ImportProblems, images_import, manifest_parse, problems_shown
 from annotation.models import ImportBatch
 
 
@@ -14,7 +14,10 @@ class Command(BaseCommand):
         "(path relative to the manifest), entity, domain, popularity (head|torso|tail), "
         "and optionally egocentric (bool) and candidates (question texts for round 1). "
         "Every line is validated before anything is written; a bad line fails the whole import "
-        "with exit status 2. Source ids that exist already are skipped."
+        "with exit status 2 (the first 100 problems are listed, the rest counted). Each image "
+        "must be a JPEG, PNG, WebP or GIF file within IMPORT_MAX_FILE_BYTES and "
+        "IMAGE_MAX_PIXELS, and is stored under the extension of its format. Source ids that "
+        "exist already are skipped."
     )
 
     def add_arguments(self, parser):
@@ -50,9 +53,9 @@ class Command(BaseCommand):
         try:
             entries = manifest_parse(lines, manifest.resolve().parent, progress=bar("validating"))
         except ImportProblems as exc:
-            for problem in exc.problems:
+            for problem in problems_shown(exc.problems):
                 self.stderr.write(f"{manifest}: {problem}")
-            self.stderr.write(f"{len(exc.problems)} bad line(s); nothing was imported.")
+            self.stderr.write(f"{len(exc.problems)} problem(s); nothing was imported.")
             sys.exit(2)
         result = images_import(
             entries,

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.importing import ImportProblems
+from annotation.importing import ImportProblems, problems_shown
 from judging.importing import responses_import, responses_parse
 
 
@@ -11,7 +11,8 @@ class Command(BaseCommand):
     help = (
         "Import evaluated models' responses from a JSONL file: one JSON object a line with "
         "source_id, model, setting (multimodal|text_only) and response. Every line is validated "
-        "before anything is written; a bad line fails the whole import with exit status 2. "
+        "before anything is written; a bad line fails the whole import with exit status 2 (the "
+        "first 100 problems are listed, the rest counted). "
         "Responses that exist already are skipped."
     )
 
@@ -28,7 +29,7 @@ class Command(BaseCommand):
         try:
             entries = responses_parse(lines)
         except ImportProblems as exc:
-            for problem in exc.problems:
+            for problem in problems_shown(exc.problems):
                 self.stderr.write(f"{file}: {problem}")
             self.stderr.write(f"{len(exc.problems)} bad line(s); nothing was imported.")
             sys.exit(2)

@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, DjangoHelpFormatter
 from tqdm import tqdm
 
+from annotation.importing import problems_shown
 from annotation.services import ReviewError
 from rubrics.importing import IMPORTABLE_STAGES, RubricImportProblems, rubrics_import, rubrics_parse
 from rubrics.models import STAGE_ORDER
@@ -36,11 +37,11 @@ stage        optional: {", ".join(IMPORTABLE_STAGES)}
              {" < ".join(STAGE_ORDER)}.
 
 Every line is validated before anything is written. One bad line fails the
-whole import: exit status 2, every problem on stderr as FILE: line N: PROBLEM
+whole import: exit status 2, the problems on stderr as FILE: line N: PROBLEM
 (a meta-rubric's problems with their JSON paths, e.g.
-meta_rubric.items[2].baseline[0]: 9 exceeds the 7 options), and nothing is
-imported. Otherwise every version is written in one transaction and listed
-on stdout."""
+meta_rubric.items[2].baseline[0]: 9 exceeds the 7 options; the first 100
+listed, the rest counted), and nothing is imported. Otherwise every version
+is written in one transaction and listed on stdout."""
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any):
         kwargs.setdefault("formatter_class", _HelpFormatter)
@@ -75,7 +76,7 @@ on stdout."""
                 entries, file_name=str(file), progress=bar("importing", " versions")
             )
         except RubricImportProblems as exc:
-            for problem in exc.problems:
+            for problem in problems_shown(exc.problems):
                 self.stderr.write(f"{file}: {problem}")
             self.stderr.write(f"{exc.lines} bad line(s); nothing was imported.")
             sys.exit(2)

@@ -1,0 +1,449 @@
+"""Hostile image imports: polyglot files, decompression bombs, deep JSON, malformed zips and
+huge error reports. Each gets a clear, line-numbered 400 (or exit status 2), and nothing is
+written; the photos that do get in are served as images that cannot run."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.core.management import call_command
+from rest_framework.test import APIClient
+
+from annotation.models import AuditEvent, Image, ImportBatch
+from conftest import png_bytes
+from tests.hostile_files import (
+    gif_js_polyglot,
+    other_format,
+    png_header_only,
+    png_html_polyglot,
+    zip_bytes,
+    zip_encrypted,
+    zip_with_bad_crc,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def line(source_id="s1", image="s1.png", **extra) -> str:
+    return json.dumps(
+        {
+            "source_id": source_id,
+            "image": image,
+            "entity": "Falcon 9",
+            "domain": "vehicles",
+            "popularity": "torso",
+            **extra,
+        }
+    )
+
+
+def upload(name: str, data: bytes) -> io.BytesIO:
+    handle = io.BytesIO(data)
+    handle.name = name
+    return handle
+
+
+def api_import(user, manifest: str | bytes, archive: bytes | None):
+    client = APIClient()
+    client.force_authenticate(user)
+    data = {
+        "manifest": upload(
+            "manifest.jsonl", manifest.encode() if isinstance(manifest, str) else manifest
+        )
+    }
+    if archive is not None:
+        data["images"] = upload("images.zip", archive)
+    return client.post("/api/images/import/", data, format="multipart")
+
+
+def nothing_written() -> bool:
+    stored = list((Path(default_storage.location) / "images").glob("*"))
+    return not Image.objects.exists() and not ImportBatch.objects.exists() and not stored
+
+
+# --- item 1: what is stored, and how it is served --------------------------------------------
+
+
+def test_polyglots_are_stored_under_their_decoded_format(root):
+    poly_html = png_html_polyglot("<script src=/images/imp-polyjs/photo></script>")
+    response = api_import(
+        root,
+        "\n".join([line("imp-polyjs", "poly.js"), line("imp-polyhtml", "poly2.html")]),
+        zip_bytes({"poly.js": gif_js_polyglot(), "poly2.html": poly_html}),
+    )
+    assert response.status_code == 201, response.content
+    names = dict(Image.objects.values_list("source_id", "file"))
+    assert names == {
+        "imp-polyjs": "images/imp-polyjs.gif",
+        "imp-polyhtml": "images/imp-polyhtml.png",
+    }
+    assert default_storage.open(names["imp-polyhtml"]).read() == poly_html
+
+
+@pytest.mark.parametrize(
+    ("source_id", "content_type"), [("imp-polyjs", "image/gif"), ("imp-polyhtml", "image/png")]
+)
+def test_photos_are_served_as_images_that_cannot_run(client, root, alice, source_id, content_type):
+    api_import(
+        root,
+        "\n".join([line("imp-polyjs", "poly.js"), line("imp-polyhtml", "p.html")]),
+        zip_bytes(
+            {"poly.js": gif_js_polyglot(), "p.html": png_html_polyglot("<script>alert(1)</script>")}
+        ),
+    )
+    client.force_login(alice)
+    response = client.get(f"/images/{source_id}/photo")
+    assert response.status_code == 200
+    assert response["Content-Type"] == content_type
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response["Content-Security-Policy"] == "default-src 'none'; sandbox"
+
+
+def test_a_stored_file_with_another_extension_is_never_served(client, alice, make_image):
+    image, _ = make_image("legacy")
+    name = default_storage.save("images/legacy.html", ContentFile(b"<script>alert(1)</script>"))
+    Image.objects.filter(pk=image.pk).update(file=name)
+    client.force_login(alice)
+    response = client.get("/images/legacy/photo")
+    assert response.status_code == 404
+    assert b"<script>" not in response.content
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("s1.png", other_format("BMP"), "'s1.png' is not a JPEG, PNG, WebP or GIF image"),
+        ("s1.png", other_format("TIFF"), "'s1.png' is not a JPEG, PNG, WebP or GIF image"),
+        (
+            "s1.svg",
+            b"<svg xmlns='http://www.w3.org/2000/svg'><script>alert(1)</script></svg>",
+            "'s1.svg' is not a JPEG, PNG, WebP or GIF image",
+        ),
+        ("s1.html", b"<script>alert(1)</script>", "'s1.html' is not a JPEG, PNG, WebP or GIF"),
+        ("s1.png", png_bytes()[:60], "'s1.png' is damaged"),
+    ],
+)
+def test_anything_but_the_four_formats_is_refused_with_its_line(root, name, data, message):
+    response = api_import(
+        root,
+        "\n".join([line("s0", "ok.png"), line("s1", name)]),
+        zip_bytes({"ok.png": png_bytes(), name: data}),
+    )
+    assert response.status_code == 400
+    (error,) = response.json()["errors"]
+    assert error.startswith("line 2: ") and message in error
+    assert nothing_written()
+
+
+def test_recheck_images_renames_or_quarantines_old_rows(client, alice, make_image, capsys):
+    files = {
+        "as-js": ("images/old-as-js.js", gif_js_polyglot()),  # a GIF: renamed
+        "as-html": ("images/old-as-html.html", png_html_polyglot("<script>x</script>")),  # PNG
+        "fake": ("images/old-fake.png", b"<html><script>alert(1)</script></html>"),  # quarantined
+        "good": ("images/old-good.png", png_bytes()),  # left alone
+    }
+    for source_id, (name, data) in files.items():
+        image, _ = make_image(source_id)
+        stored = default_storage.save(name, ContentFile(data))
+        Image.objects.filter(pk=image.pk).update(file=stored)
+
+    call_command("recheck_images", "--dry-run")
+    assert "1 sound, 2 would be renamed, 1 would be quarantined" in capsys.readouterr().out
+    assert Image.objects.get(source_id="as-js").file.name == "images/old-as-js.js"
+
+    call_command("recheck_images")
+    assert (
+        "1 sound, 2 renamed, 1 quarantined, 0 in quarantine already, 0 missing"
+        in capsys.readouterr().out
+    )
+    names = dict(Image.objects.values_list("source_id", "file"))
+    assert names == {
+        "as-js": "images/old-as-js.gif",
+        "as-html": "images/old-as-html.png",
+        "fake": "quarantine/old-fake.png.quarantined",
+        "good": "images/old-good.png",
+    }
+    assert not default_storage.exists("images/old-as-js.js")
+    assert default_storage.open(names["as-js"]).read() == files["as-js"][1]
+    assert AuditEvent.objects.filter(
+        action="images.quarantined", image__source_id="fake", data__from="images/old-fake.png"
+    ).exists()
+    client.force_login(alice)
+    assert client.get("/images/as-js/photo")["Content-Type"] == "image/gif"
+    assert client.get("/images/fake/photo").status_code == 404
+
+    call_command("recheck_images")  # again: nothing left to do
+    assert "3 sound, 0 renamed, 0 quarantined, 1 in quarantine already, 0 missing" in (
+        capsys.readouterr().out
+    )
+
+
+# --- item 4: imports that cannot be turned against the server ---------------------------------
+
+
+def deep_json(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize(
+    ("lines", "files", "message"),
+    [
+        # A decompression bomb: 900 million pixels in a 100-byte file, refused unread.
+        (
+            [line("s1", "bomb.png")],
+            {"bomb.png": png_header_only(30000, 30000)},
+            "line 1: image 'bomb.png' has more pixels than the limit of 89,478,485",
+        ),
+        # Between Pillow's warning and its error: the limit still holds.
+        (
+            [line("s1", "big.png")],
+            {"big.png": png_header_only(10000, 10000)},
+            "line 1: image 'big.png' has more pixels than the limit",
+        ),
+        ([deep_json(5000)], {}, "line 1: not valid JSON: nested deeper than the limit of 32"),
+        ([deep_json(100)], {}, "line 1: nested deeper than the limit of 32 levels"),
+        (
+            [line("s1", "a/b.png")],
+            {"a": b"x", "a/b.png": png_bytes()},
+            "line 1: image 'a/b.png' lies beneath 'a', which the zip holds as a file",
+        ),
+        (
+            [line("s1", "a")],
+            {"a": b"x", "a/b.png": png_bytes()},
+            "line 1: image 'a' is both a file and a folder in the zip",
+        ),
+        (
+            [line("s1", "photos")],
+            {"photos/b.png": png_bytes()},
+            "line 1: image 'photos' is a folder in the zip",
+        ),
+        (
+            [line("s1", "x" * 300 + ".png")],
+            {"x" * 300 + ".png": png_bytes()},
+            "line 1: image 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'… has a name over 255 bytes",
+        ),
+        (
+            [line("s1", "s1.png")],
+            {"s1.png": b"\0" * (21 * 1024 * 1024)},
+            "line 1: image 's1.png' unpacks to 21 MB, over the 20 MB limit",
+        ),
+        (
+            [line("s1", "s1.png"), line("s2", "s 2.png")],
+            {"s1.png": png_bytes()},
+            "line 2: image 's 2.png' not found in the zip",
+        ),
+        (
+            [line("s1", "s1.png", image_url="x")],
+            {"s1.png": png_bytes()},
+            "line 1: unknown field 'image_url'",
+        ),
+    ],
+)
+def test_hostile_uploads_get_a_line_numbered_400(root, lines, files, message):
+    response = api_import(root, "\n".join(lines), zip_bytes(files))
+    assert response.status_code == 400, response.content
+    assert any(error.startswith(message) for error in response.json()["errors"])
+    assert nothing_written()
+
+
+def test_encrypted_member_and_bad_crc(root):
+    response = api_import(root, line("s1", "s1.png"), zip_encrypted("s1.png", png_bytes()))
+    assert response.status_code == 400
+    assert response.json()["errors"] == [
+        "line 1: image 's1.png' is encrypted in the zip; zip it without a password"
+    ]
+    response = api_import(root, line("s1", "s1.png"), zip_with_bad_crc("s1.png", png_bytes()))
+    assert response.status_code == 400
+    assert response.json()["errors"] == [
+        "line 1: image 's1.png' is damaged in the zip (bad CRC-32)"
+    ]
+    assert nothing_written()
+
+
+def test_members_the_manifest_does_not_name_are_never_unpacked(root):
+    """A bad CRC shows only when a member is read to its end, so a zip whose unnamed members
+    are broken imports cleanly: they were never read."""
+    archive = zip_with_bad_crc("junk.bin", bytes(range(256)) * 20, {"s1.png": png_bytes()})
+    assert zipfile.ZipFile(io.BytesIO(archive)).testzip() == "junk.bin"
+    response = api_import(root, line("s1", "s1.png"), archive)
+    assert response.status_code == 201, response.content
+
+
+def test_caps_on_members_and_total(root, settings):
+    settings.IMPORT_MAX_MEMBERS = 3
+    files = {f"s{k}.png": png_bytes() for k in range(4)}
+    response = api_import(root, line("s0", "s0.png"), zip_bytes(files))
+    assert response.status_code == 400
+    assert response.json()["errors"] == [
+        "the zip holds 4 entries, over the limit of 3 (IMPORT_MAX_MEMBERS)"
+    ]
+
+    settings.IMPORT_MAX_MEMBERS = 10
+    settings.IMPORT_MAX_TOTAL_BYTES = len(png_bytes()) * 3 // 2
+    response = api_import(
+        root, "\n".join(line(f"s{k}", f"s{k}.png") for k in range(2)), zip_bytes(files)
+    )
+    assert response.status_code == 400
+    assert "over the" in response.json()["errors"][0]
+    assert "IMPORT_MAX_TOTAL_BYTES" in response.json()["errors"][0]
+    assert nothing_written()
+
+
+@pytest.mark.parametrize(
+    ("manifest", "archive", "message"),
+    [
+        (b"\xff\xfe{}", zip_bytes({}), "the manifest is not UTF-8 text (byte 0)"),
+        (line().encode(), b"PK\x03\x04 not really a zip", "the images file is not a readable zip"),
+        (line().encode(), None, "images: a zip of the images the manifest names is required"),
+        (line().encode(), zip_bytes({"../evil.png": png_bytes()}), "unsafe path '../evil.png'"),
+    ],
+)
+def test_unreadable_uploads(root, manifest, archive, message):
+    response = api_import(root, manifest, archive)
+    assert response.status_code == 400
+    assert message in response.json()["errors"][0]
+
+
+def test_the_manifest_is_checked_before_the_zip_is_opened(root):
+    response = api_import(root, "{broken\n" + line(), b"not a zip at all")
+    assert response.status_code == 400
+    assert response.json()["errors"] == [
+        "line 1: not valid JSON (Expecting property name enclosed in double quotes at column 2)"
+    ]
+
+
+def test_an_error_report_lists_100_problems_and_counts_the_rest(client, root):
+    manifest = "\n".join("not json" for _ in range(100_000))
+    response = api_import(root, manifest, zip_bytes({}))
+    assert response.status_code == 400
+    body = response.json()
+    assert len(body["errors"]) == 100 and body["more"] == 99_900
+    assert body["errors"][99].startswith("line 100: not valid JSON")
+    assert body["detail"] == "100000 problem(s); nothing was imported."
+    assert len(response.content) < 20_000
+
+    client.force_login(root)
+    response = client.post(
+        "/import/",
+        {
+            "manifest": upload("m.jsonl", manifest.encode()),
+            "images": upload("i.zip", zip_bytes({})),
+        },
+    )
+    assert response.status_code == 400
+    assert response.content.count(b"<li>") == 101
+    assert "… and 99900 more problems" in response.content.decode()
+    assert "100000 problems" in response.content.decode()
+    assert len(response.content) < 40_000
+
+
+def test_the_web_page_answers_hostile_zips_with_400_not_500(client, root):
+    client.force_login(root)
+    for archive, message in [
+        (zip_encrypted("s1.png", png_bytes()), "is encrypted in the zip"),
+        (zip_bytes({"s1.png": png_header_only(30000, 30000)}), "has more pixels than the limit"),
+        (b"garbage", "not a readable zip archive"),
+    ]:
+        response = client.post(
+            "/import/",
+            {"manifest": upload("m.jsonl", line().encode()), "images": upload("i.zip", archive)},
+        )
+        assert response.status_code == 400
+        assert message in response.content.decode()
+    assert nothing_written()
+
+
+# --- the command: the same checks on files on disk --------------------------------------------
+
+
+def run(folder, text: str, capsys):
+    manifest = folder / "manifest.jsonl"
+    manifest.write_text(text)
+    with pytest.raises(SystemExit) as exit_info:
+        call_command("import_images", str(manifest))
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    ("make", "text", "message"),
+    [
+        (
+            {"bomb.png": png_header_only(30000, 30000)},
+            line("s1", "bomb.png"),
+            "line 1: image 'bomb.png' has more pixels than the limit",
+        ),
+        ({}, deep_json(5000), "line 1: not valid JSON: nested deeper"),
+        ({}, line("s1", "y" * 300 + ".png"), "has a name over 255 bytes"),
+        ({}, line("s1", "a\u0000.png"), "must not contain a NUL character"),
+        (
+            {"s1.png": png_html_polyglot("<p>")},
+            line("s1", "s1.png") + "\n" + line("s2", "s2.bmp"),
+            "line 2: image 's2.bmp' not found",
+        ),
+        ({"s1.gif": other_format("BMP")}, line("s1", "s1.gif"), "is not a JPEG, PNG, WebP or GIF"),
+    ],
+)
+def test_the_command_refuses_hostile_files_with_exit_2(tmp_path, capsys, make, text, message):
+    for name, data in make.items():
+        (tmp_path / name).write_bytes(data)
+    code, _, err = run(tmp_path, text + "\n", capsys)
+    assert code == 2
+    assert message in err
+    assert "nothing was imported" in err
+    assert nothing_written()
+
+
+def test_the_command_lists_100_problems(tmp_path, capsys):
+    code, _, err = run(tmp_path, "\n".join("[" for _ in range(250)), capsys)
+    assert code == 2
+    lines = err.splitlines()
+    assert len(lines) == 102
+    assert lines[100].endswith(": … and 150 more problems")
+    assert lines[101] == "250 problem(s); nothing was imported."
+
+
+def test_the_command_stores_a_misnamed_png_as_png(tmp_path, capsys):
+    (tmp_path / "photo.js").write_bytes(png_bytes())
+    code, out, _ = run(tmp_path, line("s1", "photo.js") + "\n", capsys)
+    assert code == 0, out
+    assert Image.objects.get().file.name == "images/s1.png"
+
+
+def test_query_counts_of_the_photo_and_of_a_refused_import(
+    client, root, alice, make_image, django_assert_num_queries
+):
+    make_image("img-1")
+    client.force_login(alice)
+    # session, user, her groups, the image
+    with django_assert_num_queries(4):
+        assert client.get("/images/img-1/photo").status_code == 200
+    client.force_login(root)
+    manifest = "\n".join("not json" for _ in range(500))
+    # session, user, groups, the recent imports; the refusal itself reads nothing
+    with django_assert_num_queries(4):
+        response = client.post(
+            "/import/",
+            {
+                "manifest": upload("m.jsonl", manifest.encode()),
+                "images": upload("i.zip", zip_bytes({})),
+            },
+        )
+    assert response.status_code == 400
+
+
+def test_lines_naming_one_member_count_once_each_against_the_total(root, settings):
+    settings.IMPORT_MAX_TOTAL_BYTES = len(png_bytes()) * 3
+    manifest = "\n".join(line(f"s{k}", "same.png") for k in range(4))
+    response = api_import(root, manifest, zip_bytes({"same.png": png_bytes()}))
+    assert response.status_code == 400
+    assert "IMPORT_MAX_TOTAL_BYTES" in response.json()["errors"][0]
+    settings.IMPORT_MAX_TOTAL_BYTES = len(png_bytes()) * 4
+    assert api_import(root, manifest, zip_bytes({"same.png": png_bytes()})).status_code == 201

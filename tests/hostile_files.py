@@ -1,0 +1,87 @@
+"""Hostile files for the import tests, built as bytes here: nothing to download or check in."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zipfile
+import zlib
+
+from PIL import Image as PILImage
+from PIL.PngImagePlugin import PngInfo
+
+ALERT = "alert(document.domain)"
+
+
+def gif_js_polyglot(script: str = ALERT) -> bytes:
+    """A GIF that Pillow opens and that is also JavaScript: its logical screen width is the
+    bytes '/*', so the rest of the file up to '*/' is a comment, and the script follows the
+    GIF's trailer. Loaded by <script src> as JavaScript, it runs `script`."""
+    buffer = io.BytesIO()
+    PILImage.new("P", (8, 8), 1).save(buffer, format="GIF")
+    data = bytearray(buffer.getvalue())
+    data[6:8] = b"/*"  # width: 0x2a2f pixels, and the start of a JS comment
+    assert b"*/" not in data
+    return bytes(data) + b"*/=1;" + script.encode() + b";//"
+
+
+def png_html_polyglot(html: str) -> bytes:
+    """A PNG (any decoder shows it) whose text chunk holds `html`: a browser that takes the
+    file for a page parses the chunk as markup."""
+    info = PngInfo()
+    info.add_text("Comment", html)
+    buffer = io.BytesIO()
+    PILImage.new("RGB", (16, 16), (250, 20, 20)).save(buffer, format="PNG", pnginfo=info)
+    return buffer.getvalue()
+
+
+def png_header_only(width: int, height: int) -> bytes:
+    """A PNG that claims width x height pixels in a few dozen bytes (a decompression bomb's
+    header: decoding it would need width*height*3 bytes)."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\x00" * 64))
+        + chunk(b"IEND", b"")
+    )
+
+
+def other_format(kind: str) -> bytes:
+    buffer = io.BytesIO()
+    PILImage.new("RGB", (8, 8), (1, 2, 3)).save(buffer, format=kind)
+    return buffer.getvalue()
+
+
+def zip_bytes(files: dict[str, bytes], *, method: int = zipfile.ZIP_DEFLATED) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=method) as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def zip_encrypted(name: str, data: bytes) -> bytes:
+    """A one-member zip whose member is marked encrypted (general purpose flag bit 0), in the
+    local and the central header, as a zip made with a password is. zipfile cannot write one."""
+    archive = bytearray(zip_bytes({name: data}))
+    for signature, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        at = archive.index(signature) + offset
+        archive[at] |= 0x1
+    return bytes(archive)
+
+
+def zip_with_bad_crc(name: str, data: bytes, others: dict[str, bytes] | None = None) -> bytes:
+    """A zip whose member `name` no longer matches its CRC-32: one byte changed after zipping
+    (stored, not compressed, so the byte is easy to find). `others` are sound members."""
+    files = {**(others or {}), name: data}
+    archive = bytearray(zip_bytes(files, method=zipfile.ZIP_STORED))
+    at = archive.index(data) + len(data) // 2
+    archive[at] ^= 0xFF
+    return bytes(archive)
