@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -11,6 +9,7 @@ from django.shortcuts import render
 
 from annotation import access
 
+from .csv_export import csv_response
 from .leaderboard import EXPORT_COLUMNS, leaderboard
 from .models import Judge, Setting
 from .services import scoring_settings
@@ -49,15 +48,11 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
             }
         )
     if export == "csv":
-        response = HttpResponse(content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = (
-            f'attachment; filename="leaderboard-{board.judge}-{board.setting}.csv"'
+        return csv_response(
+            f"leaderboard-{board.judge}-{board.setting}",
+            EXPORT_COLUMNS,
+            [row.as_dict() for row in board.rows],
         )
-        writer = csv.DictWriter(response, fieldnames=EXPORT_COLUMNS)
-        writer.writeheader()
-        for row in board.rows:
-            writer.writerow({k: "" if v is None else v for k, v in row.as_dict().items()})
-        return response
     if board:
         for row in board.rows:
             row.chart = _chart(row.gamut)
