@@ -230,6 +230,7 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 if PRODUCTION:
     SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "True")
+    # Believed only from TRUSTED_PROXIES: gamut_site.proxies drops the header from anyone else.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
