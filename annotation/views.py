@@ -44,6 +44,19 @@ from .models import (
 # --- login: django-axes limits failed attempts (settings AXES_*); this is its lockout page ---
 
 
+def login_username(request: HttpRequest, credentials: dict | None = None) -> str | None:
+    """The user name axes counts a failure under (AXES_USERNAME_CALLABLE): the one posted, cut
+    to the longest a user name can be. Django's login form does not enforce that length, and
+    axes' attempt table would refuse a longer one (a 500 on PostgreSQL); no user has it anyway."""
+    from django.contrib.auth import get_user_model
+
+    username = (credentials or {}).get("username")
+    if username is None:
+        username = request.POST.get("username")
+    longest = get_user_model()._meta.get_field("username").max_length
+    return None if username is None else str(username)[:longest]
+
+
 def login_locked_out(
     request: HttpRequest, original_response=None, credentials: dict | None = None
 ) -> HttpResponse:

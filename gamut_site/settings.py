@@ -188,6 +188,7 @@ AXES_FAILURE_LIMIT = envint("LOGIN_RATE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(seconds=envint("LOGIN_RATE_WINDOW", 900))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_CLIENT_IP_CALLABLE = "gamut_site.proxies.client_ip"
+AXES_USERNAME_CALLABLE = "annotation.views.login_username"
 AXES_LOCKOUT_CALLABLE = "annotation.views.login_locked_out"
 AXES_RESET_ON_SUCCESS = True
 # Attempts during a lock are refused but not counted, so the time the lockout page gives holds.
