@@ -59,9 +59,14 @@ def _address(text: str | None) -> IPAddress | None:
         address = ipaddress.ip_address((text or "").strip())
     except ValueError:
         return None
-    # A dual-stack socket reports IPv4 peers as ::ffff:a.b.c.d; compare them as IPv4.
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        return address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv6Address):
+        # A dual-stack socket reports IPv4 peers as ::ffff:a.b.c.d; compare them as IPv4.
+        if address.ipv4_mapped:
+            return address.ipv4_mapped
+        # A zone (fe80::1%eth0) means nothing beyond this host, and PostgreSQL's inet column
+        # (axes stores the address) refuses it.
+        if address.scope_id:
+            return ipaddress.IPv6Address(address.packed)
     return address
 
 

@@ -49,6 +49,8 @@ def address(remote_addr: str, forwarded_for: str | None = None) -> str | None:
         ("::1", "2001:db8::7", "2001:db8::7"),
         ("::ffff:10.0.0.2", "198.51.100.7", "198.51.100.7"),
         ("::ffff:198.51.100.7", "10.0.0.5", "198.51.100.7"),
+        ("10.0.0.2", "fe80::7%eth0", "fe80::7"),
+        ("fe80::2%eth0", None, "fe80::2"),
         # No usable peer address at all.
         ("", "198.51.100.7", None),
     ],
