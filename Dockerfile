@@ -15,4 +15,5 @@ RUN GAMUT_ENV=production SECRET_KEY=collectstatic-only-$(head -c 48 /dev/urandom
  && useradd --system --create-home gamut && mkdir -p /data/media /data/var && chown -R gamut /data
 USER gamut
 EXPOSE 8000
-CMD ["gunicorn", "gamut_site.wsgi", "--bind", "0.0.0.0:8000", "--workers", "4", "--access-logfile", "-"]
+# gunicorn believes X-Forwarded-Proto only from the proxies Django believes (TRUSTED_PROXIES).
+CMD ["sh", "-c", "exec gunicorn gamut_site.wsgi --bind 0.0.0.0:8000 --forwarded-allow-ips \"${TRUSTED_PROXIES:-127.0.0.1,::1}\" --workers 4 --access-logfile -"]

@@ -7,16 +7,15 @@ posts get post-redirect-get, so every page also works without JavaScript.
 from __future__ import annotations
 
 import difflib
+import math
 from collections import Counter
 from datetime import timedelta
 from pathlib import PurePosixPath
 
 from django.contrib import messages
-from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Exists, OuterRef, Subquery
+from django.db.models import Count, Exists, Max, OuterRef, Subquery
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -46,47 +45,56 @@ from .models import (
 # A photo opened on its own: nothing may load or run, and it has no origin of its own.
 PHOTO_CSP = "default-src 'none'; sandbox"
 
-# --- login, with a limit on failed attempts ----------------------------------------------
+# --- login: django-axes limits failed attempts (settings AXES_*); this is its lockout page ---
 
 
-def _client_address(request: HttpRequest) -> str:
-    return request.META.get("REMOTE_ADDR", "unknown")
+def login_username(request: HttpRequest, credentials: dict | None = None) -> str | None:
+    """The user name axes counts a failure under (AXES_USERNAME_CALLABLE): the one posted, cut
+    to the longest a user name can be. Django's login form does not enforce that length, and
+    axes' attempt table would refuse a longer one (a 500 on PostgreSQL); no user has it anyway."""
+    from django.contrib.auth import get_user_model
+
+    username = (credentials or {}).get("username")
+    if username is None:
+        username = request.POST.get("username")
+    longest = get_user_model()._meta.get_field("username").max_length
+    return None if username is None else str(username)[:longest]
 
 
-def _login_keys(request: HttpRequest) -> list[str]:
-    username = (request.POST.get("username") or "").strip().lower()
-    return [f"login-fail:addr:{_client_address(request)}", f"login-fail:user:{username}"]
+def login_locked_out(
+    request: HttpRequest, original_response=None, credentials: dict | None = None
+) -> HttpResponse:
+    """What axes answers, on our login page and the admin's, for a (user name, address) pair
+    with too many failures: 429, and when the lock lifts (the cool-off after the last failure;
+    attempts during the lock are not counted, settings.AXES_RESET_COOL_OFF_ON_FAILURE_...)."""
+    from axes.helpers import get_client_username, get_cool_off
+    from axes.models import AccessAttempt
 
+    from gamut_site.proxies import client_ip
 
-class RateLimitedLoginView(auth_views.LoginView):
-    """Django's login, refusing further attempts after too many failures from one address or
-    for one user name within the window."""
-
-    def post(self, request, *args, **kwargs):
-        from django.conf import settings
-
-        keys = _login_keys(request)
-        if any((cache.get(key) or 0) >= settings.LOGIN_RATE_LIMIT for key in keys):
-            minutes = max(1, settings.LOGIN_RATE_WINDOW // 60)
-            form = self.get_form()
-            form.errors.clear()
-            response = self.render_to_response(
-                self.get_context_data(
-                    form=form,
-                    locked=f"Too many failed attempts. Try again in {minutes} minutes.",
-                )
-            )
-            response.status_code = 429
-            return response
-        response = super().post(request, *args, **kwargs)
-        if response.status_code != 302:  # failed
-            for key in keys:
-                cache.add(key, 0, settings.LOGIN_RATE_WINDOW)
-                try:
-                    cache.incr(key)
-                except ValueError:
-                    cache.set(key, 1, settings.LOGIN_RATE_WINDOW)
-        return response
+    username = get_client_username(request, credentials) or ""
+    address = getattr(request, "axes_ip_address", None) or client_ip(request)
+    now = timezone.now()
+    last = (
+        AccessAttempt.objects.filter(username=username, ip_address=address).aggregate(
+            last=Max("attempt_time")
+        )["last"]
+        or now
+    )
+    retry_at = last + (get_cool_off(request) or timedelta(0))
+    seconds = max(1, math.ceil((retry_at - now).total_seconds()))
+    response = render(
+        request,
+        "registration/locked_out.html",
+        {
+            "username": username,
+            "retry_at": retry_at,
+            "minutes": math.ceil(seconds / 60),
+        },
+        status=429,
+    )
+    response["Retry-After"] = str(seconds)
+    return response
 
 
 # --- helpers ------------------------------------------------------------------------------

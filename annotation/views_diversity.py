@@ -9,7 +9,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from judging.views_analysis import _csv
+from judging.csv_export import csv_response
 
 from . import access
 from .diversity_report import SCOPES, csv_rows, diversity_report
@@ -44,7 +44,7 @@ def diversity_page(request: HttpRequest) -> HttpResponse:
         if table not in TABLES:
             return _bad(f"table must be one of: {', '.join(TABLES)}")
         columns, rows = csv_rows(diversity_report(scope), table)
-        return _csv(f"diversity-{scope}-{table}", columns, rows)
+        return csv_response(f"diversity-{scope}-{table}", columns, rows)
     reports = {scope: diversity_report(scope) for scope in SCOPES}
     if export == "json":
         return JsonResponse(reports, json_dumps_params={"indent": 1})

@@ -12,6 +12,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from gamut_site.proxies import parse_networks
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -76,6 +78,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "csp",
+    "axes",
     "annotation",
     "rubrics",
     "llm",
@@ -83,6 +86,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: the forwarded headers of anyone but our proxies are gone before anything reads them.
+    "gamut_site.proxies.forwarded_headers_middleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -93,6 +98,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as axes asks: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "gamut_site.urls"
@@ -162,9 +169,30 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
-# Failed logins allowed per username and per client address in LOGIN_RATE_WINDOW seconds.
-LOGIN_RATE_LIMIT = envint("LOGIN_RATE_LIMIT", 5)
-LOGIN_RATE_WINDOW = envint("LOGIN_RATE_WINDOW", 900)
+
+# The TLS proxies in front of the web server: addresses or networks. Only a request from one of
+# them may say who the client is (X-Forwarded-For) and that it came over HTTPS
+# (X-Forwarded-Proto); from anyone else those headers are dropped (gamut_site/proxies.py).
+TRUSTED_PROXIES = envlist("TRUSTED_PROXIES", "127.0.0.1,::1")
+parse_networks(TRUSTED_PROXIES)  # a typo stops the start-up, rather than trusting nobody
+
+# Failed logins, on our login page and the admin's (django-axes). The count is per (user name,
+# client address) pair, so a stranger's guesses lock out only that stranger's pair, never a
+# colleague behind the same proxy. LOGIN_RATE_LIMIT failures within LOGIN_RATE_WINDOW seconds
+# lock the pair until LOGIN_RATE_WINDOW seconds after the last of them.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked pair before any password
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = envint("LOGIN_RATE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(seconds=envint("LOGIN_RATE_WINDOW", 900))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "gamut_site.proxies.client_ip"
+AXES_USERNAME_CALLABLE = "annotation.views.login_username"
+AXES_LOCKOUT_CALLABLE = "annotation.views.login_locked_out"
+AXES_RESET_ON_SUCCESS = True
+# Attempts during a lock are refused but not counted, so the time the lockout page gives holds.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env("TIME_ZONE", "UTC")
@@ -210,6 +238,7 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 if PRODUCTION:
     SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", "True")
+    # Believed only from TRUSTED_PROXIES: gamut_site.proxies drops the header from anyone else.
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True

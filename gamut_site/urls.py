@@ -17,7 +17,7 @@ from rubrics import views as rubric_views
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", views.RateLimitedLoginView.as_view(), name="login"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("review/", views.review_page, name="review"),
     path("review/<int:candidate_id>/", views.review_submit, name="review_submit"),

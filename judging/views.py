@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -11,6 +9,7 @@ from django.shortcuts import render
 
 from annotation import access
 
+from .csv_export import csv_response
 from .leaderboard import COMPARISON_COLUMNS, EXPORT_COLUMNS, board_as_dict, leaderboard
 from .models import Judge, Setting
 from .services import scoring_settings
@@ -76,21 +75,17 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
             return HttpResponse(
                 "table must be rows or comparisons", status=400, content_type="text/plain"
             )
-        columns, rows = (
-            (EXPORT_COLUMNS, [row.as_dict() for row in board.rows])
-            if table == "rows"
-            else (COMPARISON_COLUMNS, [pair.as_dict() for pair in board.comparisons])
+        if table == "comparisons":
+            return csv_response(
+                f"leaderboard-{board.judge}-{board.setting}-comparisons",
+                COMPARISON_COLUMNS,
+                [pair.as_dict() for pair in board.comparisons],
+            )
+        return csv_response(
+            f"leaderboard-{board.judge}-{board.setting}",
+            EXPORT_COLUMNS,
+            [row.as_dict() for row in board.rows],
         )
-        response = HttpResponse(content_type="text/csv; charset=utf-8")
-        suffix = "" if table == "rows" else "-comparisons"
-        response["Content-Disposition"] = (
-            f'attachment; filename="leaderboard-{board.judge}-{board.setting}{suffix}.csv"'
-        )
-        writer = csv.DictWriter(response, fieldnames=columns)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: "" if v is None else v for k, v in row.items()})
-        return response
     if board:
         for row in board.rows:
             row.chart = _chart(row.gamut)

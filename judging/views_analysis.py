@@ -4,22 +4,19 @@ JSON is the API's (judging/api.py), built once in judging/reports.py."""
 
 from __future__ import annotations
 
-import csv
-from collections.abc import Iterable
-
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
-from django.utils.text import slugify
 
 from annotation import access
 from annotation.models import FinalQuestion
 
 from . import reports
 from .analysis import LABELS
+from .csv_export import csv_response
 from .models import Judge, Setting
 
 QUESTIONS_PER_PAGE = 100
@@ -37,16 +34,6 @@ def _pick(judges: list[Judge], name: str | None, default: Judge | None) -> Judge
 def _setting(request: HttpRequest) -> str:
     setting = request.GET.get("setting", Setting.MULTIMODAL)
     return setting if setting in Setting.values else Setting.MULTIMODAL
-
-
-def _csv(filename: str, columns: list[str], rows: Iterable[dict]) -> HttpResponse:
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{slugify(filename)}.csv"'
-    writer = csv.DictWriter(response, fieldnames=columns, extrasaction="ignore")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: "" if v is None else v for k, v in row.items()})
-    return response
 
 
 def _no_judge() -> HttpResponse:
@@ -75,7 +62,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     if export == "json":
         return JsonResponse(report)
     if export == "csv":
-        return _csv(f"settings-{judge.name}", reports.SETTINGS_COLUMNS, report["rows"])
+        return csv_response(f"settings-{judge.name}", reports.SETTINGS_COLUMNS, report["rows"])
     for row in report["rows"]:
         row["bars"] = [(label, _bar(row[value])) for value, label in Setting.choices]
     return render(
@@ -111,7 +98,7 @@ def judges_page(request: HttpRequest) -> HttpResponse:
                 content_type="text/plain",
             )
         columns, rows = reports.judges_table(report, table)
-        return _csv(f"judges-{setting}-{table}", columns, rows)
+        return csv_response(f"judges-{setting}-{table}", columns, rows)
     for row in report["scores"]:
         row["bars"] = [(j, _bar(row["scores"][j])) for j in report["judges"]]
     matrix = report["confusion"]
@@ -170,7 +157,7 @@ def question_page(request: HttpRequest, source_id: str) -> HttpResponse:
     if export == "json":
         return JsonResponse(report)
     if export == "csv":
-        return _csv(
+        return csv_response(
             f"question-{source_id}", reports.QUESTION_COLUMNS, reports.question_table(report)
         )
     checks = {c["check_id"]: c for c in report["checks"]}

@@ -13,9 +13,9 @@ from annotation import access
 from rubrics.services import is_reviser
 
 from .check_report import COLUMNS, check_report
+from .csv_export import csv_response
 from .models import Judge, Setting
 from .scoring import TIERS
-from .views_analysis import _csv
 
 TIER_LABELS = {tier: tier.replace("_", "-").capitalize() for tier in TIERS}
 
@@ -51,7 +51,7 @@ def flagged_checks(request: HttpRequest) -> HttpResponse:
         return JsonResponse(report)
     if export == "csv":
         rows = [{**r, "flags": "; ".join(r["flags"])} for r in report["rows"]]
-        return _csv(f"flagged-checks-{judge.name}-{setting}", COLUMNS, rows)
+        return csv_response(f"flagged-checks-{judge.name}-{setting}", COLUMNS, rows)
     return render(
         request,
         "judging/flagged_checks.html",

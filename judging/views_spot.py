@@ -3,8 +3,6 @@ judge's agreement with people. Graders never see the judges' verdicts."""
 
 from __future__ import annotations
 
-import csv
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -14,6 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation import access
 
+from .csv_export import csv_response
 from .models import SpotCheck, VerdictValue
 from .spot_checks import (
     GRADES,
@@ -101,13 +100,7 @@ def results_page(request: HttpRequest) -> HttpResponse:
     if export == "json":
         return JsonResponse({"agreement": rows, "progress": spot_check_progress()})
     if export == "csv":
-        response = HttpResponse(content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = 'attachment; filename="judge-agreement.csv"'
-        writer = csv.DictWriter(response, fieldnames=EXPORT_COLUMNS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: "" if v is None else v for k, v in row.items()})
-        return response
+        return csv_response("judge-agreement", EXPORT_COLUMNS, rows)
     return render(
         request,
         "judging/spot_results.html",

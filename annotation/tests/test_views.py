@@ -1,4 +1,6 @@
-"""The pages: who may open them, what they show, the htmx flow, query counts, login limits."""
+"""The pages: who may open them, what they show, the htmx flow, query counts.
+
+Logins and their limit: test_login.py."""
 
 import pytest
 from django.test import Client
@@ -292,35 +294,6 @@ def test_review_pages_query_counts(
         assert client.get(reverse("agreement")).status_code == 200
     with django_assert_max_num_queries(10):
         assert client.get("/").status_code == 200
-
-
-# --- login ----------------------------------------------------------------------------------
-
-
-def test_login_and_logout(client, alice):
-    response = client.post(reverse("login"), {"username": "alice", "password": "alice-pass"})
-    assert response.status_code == 302
-    assert client.get("/").status_code == 200
-    client.post(reverse("logout"))
-    assert client.get("/").status_code == 302
-
-
-def test_failed_logins_are_rate_limited(client, alice, settings):
-    from django.core.cache import cache
-
-    cache.clear()
-    settings.LOGIN_RATE_LIMIT = 3
-    for _ in range(3):
-        response = client.post(reverse("login"), {"username": "alice", "password": "wrong"})
-        assert response.status_code == 200
-        assert "do not match" in response.content.decode()
-    response = client.post(reverse("login"), {"username": "alice", "password": "alice-pass"})
-    assert response.status_code == 429
-    assert "Too many failed attempts" in response.content.decode()
-    assert "_auth_user_id" not in client.session
-    cache.clear()
-    response = client.post(reverse("login"), {"username": "alice", "password": "alice-pass"})
-    assert response.status_code == 302
 
 
 def test_form_without_javascript_sends_the_box_and_still_works(client, make_image, alice):
