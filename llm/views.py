@@ -86,9 +86,20 @@ def _launch_forms() -> list[dict[str, Any]]:
                 "launcher": launcher,
                 "has_domains": launcher.domains is not None,
                 "domains": asked.get(launcher.domains, []),
+                "no_model": _no_model(launcher),
             }
         )
     return forms
+
+
+def _no_model(launcher: launchers.Launcher) -> str:
+    """Why the stage cannot run yet, and what to set (e.g. the demo, which configures no
+    model): said above its form, not only once an estimate is asked for. "" when it can."""
+    try:
+        launcher.model()
+    except jobs.JobError as exc:
+        return str(exc)
+    return ""
 
 
 def _job_context(request: HttpRequest, job_id: int) -> dict[str, Any]:

@@ -398,3 +398,17 @@ def test_item_page_query_count_is_constant(client, root, django_assert_max_num_q
     item = job.items.first()
     with django_assert_max_num_queries(5):
         assert client.get(reverse("job_item", args=[job.pk, item.pk])).status_code == 200
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("n", [1, 10])
+def test_job_list_query_count_with_models_configured(
+    client, root, model, django_assert_num_queries, n
+):
+    for _ in range(n):
+        finish(launch(2, user=root), fail={0})
+    client.force_login(root)
+    # Session, user, count, page, the domains, the user's groups, and each stage's model
+    # (generation, guard, build and the two refinement rounds: whether it can run).
+    with django_assert_num_queries(11):
+        assert client.get(reverse("jobs")).status_code == 200
