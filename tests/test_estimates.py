@@ -18,7 +18,7 @@ from annotation.importing import images_import, manifest_parse
 from annotation.models import Candidate, FinalQuestion
 from conftest import png_bytes
 from judging import llm_jobs as judging_jobs
-from judging.models import EvaluatedModel, Judge
+from judging.models import EvaluatedModel, Judge, Response
 from llm import launchers
 from llm.models import LLMModel
 from llm.tasks import run_job_chunk
@@ -30,6 +30,9 @@ from tests.test_pipeline_e2e import MODEL, fake  # noqa: F401 (fixture)
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SOURCES = ["img-est-1", "img-est-2", "img-est-3"]
+# Distinct entities (and photos): no two items send the same request, which the ledger's cache
+# would answer once for both whenever one finishes before the other asks.
+ENTITIES = ["Beef bourguignon", "Coq au vin", "Cassoulet"]
 
 
 def within_ten_percent(estimated: int, observed: int) -> bool:
@@ -49,14 +52,14 @@ def world(fake, settings, tmp_path, monkeypatch, root):  # noqa: F811 (fixture)
     folder = tmp_path / "upload"
     folder.mkdir()
     lines = []
-    for n, source in enumerate(SOURCES):
+    for n, (source, entity) in enumerate(zip(SOURCES, ENTITIES, strict=True)):
         (folder / f"{source}.png").write_bytes(png_bytes(color=(40 * n, 100, 200)))
         lines.append(
             json.dumps(
                 {
                     "source_id": source,
                     "image": f"{source}.png",
-                    "entity": "Beef bourguignon",
+                    "entity": entity,
                     "domain": "food",
                     "popularity": "head",
                 }
@@ -103,6 +106,12 @@ def test_every_stages_estimate_is_within_ten_percent_of_the_calls_made(
     harness.fake.requests.clear()
     harness.drain(judging_jobs.collect_launch(user=root, evaluated=evaluated, setting="multimodal"))
     figures["collect"] = (collect, len(harness.fake.requests))
+    # The fake gives every question the same answer; real answers differ, and a verdict's key
+    # holds the response's text: without this, one response's verdicts would answer the
+    # others' (copies), depending on which item ran first.
+    for response in Response.objects.select_related("question__image"):
+        response.text = f"{response.text} ({response.question.image.entity})"
+        response.save(update_fields=["text"])
 
     def judge_stage() -> tuple[int, int]:
         scope = judging_jobs.judge_scope(judge=judge)

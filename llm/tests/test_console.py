@@ -412,3 +412,19 @@ def test_job_list_query_count_with_models_configured(
     # (generation, guard, build and the two refinement rounds: whether it can run).
     with django_assert_num_queries(11):
         assert client.get(reverse("jobs")).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_job_page_reads_in_a_transaction_of_its_own(client, root):
+    """Outside a test's transaction the page opens its own read snapshot (REPEATABLE READ
+    on PostgreSQL, whose SET must come first), and answers as inside one."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    job = finish(launch(3, user=root), fail={1})
+    client.force_login(root)
+    with CaptureQueriesContext(connection) as queries:
+        page = htmx_get(client, reverse("job", args=[job.pk]))
+    assert page.status_code == 286 and "Done, 1 failed" in page.content.decode()
+    isolation = [q["sql"] for q in queries.captured_queries if "ISOLATION" in q["sql"]]
+    assert len(isolation) == (1 if connection.vendor == "postgresql" else 0)
