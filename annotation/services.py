@@ -107,11 +107,11 @@ def _set_status(
         data={"from": old, "to": new, "reason": reason},
         at=now,
     )
-    _after_status_change(candidate.image_id)
 
 
-def _after_status_change(image_id: int) -> None:
-    """With LLM_AUTO_GENERATE on, an image that review leaves without candidates gets a
+def _generate_if_left_without_candidates(image_id: int) -> None:
+    """Called by the services that resolve a candidate (review, adjudication), last: with
+    LLM_AUTO_GENERATE on, an image that the resolution leaves without candidates gets a
     generation job once the change commits. Never fails the review: a missing model is logged
     and skipped, and any other error of the launch is logged by the robust on_commit."""
     if not getattr(settings, "LLM_AUTO_GENERATE", False):
@@ -369,6 +369,7 @@ def review_submit(
     ReviewClaim.objects.filter(candidate=candidate, annotator=user).delete()
     if len(existing) == 1:
         _resolve_pair(candidate, existing[0], review, now=now)
+        _generate_if_left_without_candidates(candidate.image_id)
     return review
 
 
@@ -538,6 +539,7 @@ def adjudication_resolve(
             author=chosen.annotator if chosen else user,
             now=now,
         )
+    _generate_if_left_without_candidates(candidate.image_id)
     return adjudication
 
 

@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Exists, Max, OuterRef, Subquery
+from django.db.models import Count, Exists, Max, OuterRef
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -23,7 +23,7 @@ from django.utils.html import escape
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods, require_POST
 
-from rubrics.models import Rubric, RubricVersion, Stage
+from rubrics.models import Rubric, RubricVersion
 from rubrics.services import revision_queue
 
 from . import access, services
@@ -333,30 +333,17 @@ def _pipeline_waits(counts: dict) -> list[tuple[str, str, int, str]]:
     guard = counts["guard"]
     live = FinalQuestion.objects.filter(dropped_at__isnull=True)
     build = live.filter(~Exists(RubricVersion.objects.filter(rubric__question=OuterRef("pk"))))
-    versions = RubricVersion.objects.filter(rubric=OuterRef("pk")).order_by("-id")
-    rubrics = (
-        Rubric.objects.filter(question__dropped_at__isnull=True)
-        .annotate(
-            latest=Subquery(versions.values("stage")[:1]),
-            latest_open=Exists(versions.filter(frozen_at__isnull=True)),
-            final=Subquery(versions.filter(frozen_at__isnull=False).values("stage")[:1]),
+    # The same rule as the launchers' (RubricQuerySet.with_waits), counted in SQL.
+    waits: Counter = Counter(
+        dict(
+            Rubric.objects.live()
+            .with_waits()
+            .values("waits_for")
+            .annotate(n=Count("pk"))
+            .values_list("waits_for", "n")
+            .order_by()
         )
-        .values_list("latest", "latest_open", "final")
     )
-    waits: Counter = Counter()
-    for latest, open_draft, final in rubrics:
-        if latest == Stage.LLM_DRAFT:
-            waits["refine1"] += 1  # as eligible_for_refine(1): the draft is the latest
-        elif open_draft:
-            waits["human1" if latest == Stage.HUMAN_1 else "human2"] += 1
-        elif final in (Stage.LLM_REFINED_1, Stage.IMPORTED):
-            waits["human1"] += 1
-        elif final == Stage.HUMAN_1:
-            waits["refine2"] += 1
-        elif final == Stage.LLM_REFINED_2:
-            waits["human2"] += 1
-        elif final == Stage.HUMAN_2:
-            waits["final"] += 1
     return [
         (
             "Images needing candidates (generation, A.1)",

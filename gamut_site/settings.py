@@ -305,9 +305,16 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_SERIALIZER = "json"
+# How often beat runs the LLM jobs' sweep (llm/jobs.py jobs_sweep): with the lease below, the
+# items of a killed worker are handed out again within lease + this (90 s by default), without
+# waiting for kombu to restore the dead worker's unacknowledged message (visibility timeout).
+LLM_JOB_SWEEP_SECONDS = envint("LLM_JOB_SWEEP_SECONDS", 30)
 CELERY_BEAT_SCHEDULE = {
     "review-claims-sweep": {"task": "annotation.tasks.review_claims_sweep", "schedule": 300.0},
-    "llm-jobs-sweep": {"task": "llm.tasks.sweep_expired_leases", "schedule": 60.0},
+    "llm-jobs-sweep": {
+        "task": "llm.tasks.sweep_expired_leases",
+        "schedule": float(LLM_JOB_SWEEP_SECONDS),
+    },
 }
 
 LOGGING = {
@@ -333,9 +340,10 @@ LLM_BACKOFF_CAP_SECONDS = envint("LLM_BACKOFF_CAP_SECONDS", 60)
 LLM_MAX_RATE_LIMIT_WAITS = envint("LLM_MAX_RATE_LIMIT_WAITS", 10)
 LLM_RETRY_DELAY_CAP_SECONDS = envint("LLM_RETRY_DELAY_CAP_SECONDS", 120)
 
-# LLM jobs (llm/jobs.py). A chunk's lease outlives the task's time limit, so an item is
-# requeued only once the task that held it is surely gone.
-LLM_JOB_LEASE_SECONDS = envint("LLM_JOB_LEASE_SECONDS", CELERY_TASK_TIME_LIMIT + 60)
+# LLM jobs (llm/jobs.py). A short lease, renewed every third of it by the running chunk's
+# heartbeat: a live chunk keeps its items however long they take, a killed worker's items are
+# free again a lease after its last beat (the sweep then requeues them).
+LLM_JOB_LEASE_SECONDS = envint("LLM_JOB_LEASE_SECONDS", 60)
 # Claims of one item (a worker that dies on it counts as one); then it fails with its reason.
 LLM_JOB_MAX_ATTEMPTS = envint("LLM_JOB_MAX_ATTEMPTS", 3)
 # Chunk tasks of one job in flight at once (each re-enqueues itself while items remain).

@@ -158,9 +158,7 @@ def _x100(value: float | None) -> float | None:
 
 def _final_version_of_rubric(rubric_ref: str) -> Subquery:
     return Subquery(
-        RubricVersion.objects.filter(rubric=OuterRef(rubric_ref), frozen_at__isnull=False)
-        .order_by("-id")
-        .values("id")[:1],
+        RubricVersion.objects.final_of(OuterRef(rubric_ref)).values("id")[:1],
         output_field=IntegerField(),
     )
 

@@ -417,13 +417,58 @@ def collect_launch(
 
 @dataclass(frozen=True)
 class JudgeScope:
-    """What a judge launch would do: one item per response that still lacks verdicts, and an
-    upper bound on the calls (checks without a verdict; copies by key make it fewer)."""
+    """What a judge launch would do: one item per response that still lacks verdicts, the
+    checks without a verdict, and of those the calls it will make: the checks that no earlier
+    verdict with the same key answers (those are copied without a call, unless fresh)."""
 
     items: list[tuple[str, dict]]
     checks_to_judge: int
     responses: int  # responses in scope, judged or not
     without_rubric: int  # responses whose question has no frozen rubric version yet
+    copies: int = 0  # checks to judge that an earlier verdict answers: no call
+
+    @property
+    def calls(self) -> int:
+        return self.checks_to_judge - self.copies
+
+
+_KEYS_PER_QUERY = 500  # under every database's limit of parameters in one query
+
+
+def _copies_in_scope(judge: Judge, items: list[tuple[str, dict]]) -> int:
+    """How many checks without a verdict an earlier verdict with the same key answers, as the
+    job's own plan (_judge_plan) will find them: the same key, the same lookup."""
+    pairs = [(p["response_id"], p["version_id"]) for _, p in items]
+    response_ids = {r for r, _ in pairs}
+    version_ids = {v for _, v in pairs}
+    texts = dict(Response.objects.filter(pk__in=response_ids).values_list("pk", "text"))
+    checks: dict[int, list[tuple[int, str]]] = {}
+    for pk, version_id, text in RubricCheck.objects.filter(
+        version_id__in=version_ids, deleted_at__isnull=True
+    ).values_list("pk", "version_id", "text"):
+        checks.setdefault(version_id, []).append((pk, text))
+    judged = set(
+        judge.verdicts.filter(response_id__in=response_ids, check_row__version_id__in=version_ids)
+        .exclude(verdict=VerdictValue.FAILED)
+        .values_list("response_id", "check_row_id")
+    )
+    template_version = judge_template().version
+    keys = [
+        verdict_key(
+            judge=judge,
+            template_version=template_version,
+            check_text=text,
+            response_text=texts[response_id],
+        )
+        for response_id, version_id in pairs
+        for pk, text in checks.get(version_id, [])
+        if (response_id, pk) not in judged
+    ]
+    distinct = sorted(set(keys))
+    found: set[str] = set()
+    for start in range(0, len(distinct), _KEYS_PER_QUERY):
+        found |= set(verdicts_find(judge=judge, keys=distinct[start : start + _KEYS_PER_QUERY]))
+    return sum(key in found for key in keys)
 
 
 def judge_scope(
@@ -432,6 +477,8 @@ def judge_scope(
     model_ids: Sequence[int] | None = None,
     settings: Sequence[str] | None = None,
     question_ids: Sequence[int] | None = None,
+    fresh: bool = False,
+    count_copies: bool = True,
 ) -> JudgeScope:
     responses = Response.objects.filter(question__dropped_at__isnull=True)
     if model_ids is not None:
@@ -487,7 +534,8 @@ def judge_scope(
                     {"response_id": response_id, "version_id": version_id},
                 )
             )
-    return JudgeScope(items, checks, len(rows), without)
+    copies = _copies_in_scope(judge, items) if items and count_copies and not fresh else 0
+    return JudgeScope(items, checks, len(rows), without, copies)
 
 
 def judge_launch(
@@ -507,8 +555,12 @@ def judge_launch(
     model = _usable(judge.llm_model, f"The judge {judge.name}")
     template = judge_template()
     scope = judge_scope(
-        judge=judge, model_ids=model_ids, settings=settings, question_ids=question_ids
-    )
+        judge=judge,
+        model_ids=model_ids,
+        settings=settings,
+        question_ids=question_ids,
+        count_copies=False,
+    )  # the items suffice
     if not scope.items:
         raise JobError(
             "Every response in scope has a verdict from this judge on every check "

@@ -126,7 +126,7 @@ FORMS: dict[str, type[_Scoped]] = {"collect": CollectForm, "judge": JudgeForm}
 @dataclass(frozen=True)
 class Estimate:
     items: int
-    calls: int  # at most: copies by key and the ledger's cache make it fewer
+    calls: int  # copies by key left out; repairs of invalid answers not counted
     tokens_in: int
     tokens_out: int
     cost: Decimal
@@ -165,6 +165,7 @@ def _estimate(what: str, data: dict[str, Any]) -> Estimate:
             model_ids=_ids(data["models"]),
             settings=data["settings"] or None,
             question_ids=data["ids"],
+            fresh=bool(data.get("fresh")),
         )
         if not scope.items:
             raise JobError(
@@ -172,14 +173,15 @@ def _estimate(what: str, data: dict[str, Any]) -> Estimate:
                 "check of its question's final rubric."
             )
         per_in, per_out = TYPICAL[(llm_jobs.JUDGE, "")]
-        items, calls = len(scope.items), scope.checks_to_judge
+        items, calls = len(scope.items), scope.calls
         if data.get("batch"):
             items = -(-items // BATCH_RESPONSES)  # one item per batch of responses
         note = (
             f"{scope.responses} response(s) in scope; {len(scope.items)} still lack verdicts "
-            f"on {calls} check(s): one call each at most (an unchanged check judged before "
-            "is copied without a call). Calls of one response share their prefix, so the "
-            "provider's prompt caching can lower the cost."
+            f"on {scope.checks_to_judge} check(s), of which {scope.copies} are copied "
+            "without a call from an earlier verdict with the same key (an unchanged check "
+            f"judged before): {calls} call(s). Calls of one response share their prefix, "
+            "so the provider's prompt caching can lower the cost."
         )
         if data.get("batch"):
             note += (

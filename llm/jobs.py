@@ -32,7 +32,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, connection, connections, transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, F, Min, OuterRef, Q
 from django.utils import timezone
 
 from .gateway import CallResult, Gateway, QuotaExhausted, ledger_item, run_bounded
@@ -174,6 +174,18 @@ def _enqueue(job_id: int, count: int = 1) -> None:
         run_job_chunk.delay_on_commit(job_id)
 
 
+def _enqueue_later(job_id: int, seconds: float) -> None:
+    """Send one chunk task due in `seconds`, after the commit: how a job whose items all wait
+    (a provider's batch) polls on its own schedule, with or without beat. Capped below the
+    broker's visibility timeout (Redis would deliver a longer-held message twice); a wait longer
+    than that is picked up by the periodic sweep instead."""
+    from .tasks import run_job_chunk
+
+    cap = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout", 3600) / 2
+    countdown = max(0.0, min(seconds, cap))
+    transaction.on_commit(lambda: run_job_chunk.apply_async((job_id,), countdown=countdown))
+
+
 def _chunks_for(spec: JobKind, items: int) -> int:
     return max(1, min(math.ceil(items / spec.chunk_size), settings.LLM_JOB_PARALLEL_CHUNKS))
 
@@ -255,6 +267,22 @@ def job_retry_failed(*, job_id: int, now: datetime | None = None) -> int:
     pending = JobItem.objects.filter(job=job, status=ItemStatus.PENDING).count()
     _enqueue(job.pk, _chunks_for(spec, pending))
     return retried
+
+
+@contextlib.contextmanager
+def one_snapshot() -> Any:
+    """Reads inside see one state of the database, as of their first query: the job's row, its
+    counts and its item rows then agree with each other even while a worker records outcomes
+    (one transaction, REPEATABLE READ on PostgreSQL; SQLite's transactions are snapshots).
+    Inside a transaction already (tests), it adds nothing."""
+    if connection.in_atomic_block:
+        yield
+        return
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        yield
 
 
 def job_progress(job: Job, *, failures: int = 20) -> dict[str, Any]:
@@ -609,12 +637,28 @@ def job_run_chunk(*, job_id: int, gateway_factory: Callable[[], Gateway]) -> int
         log.warning("job %s waits for quota: %s", job_id, exc)
         job_park_for_quota(claim=claim, error=exc)
         return len(claim.items)
-    if (
-        JobItem.objects.filter(_ready(timezone.now()), job_id=job_id).exists()
-        and Job.objects.filter(pk=job_id, status__in=ACTIVE).exists()
-    ):
-        _enqueue(job_id)
+    _enqueue_next(job_id)
     return len(claim.items)
+
+
+def _enqueue_next(job_id: int) -> None:
+    """After a chunk: the next chunk now while items are ready, else one due when the earliest
+    deferred item may run (nothing while items of other chunks are still running: those chunks
+    decide when they end)."""
+    now = timezone.now()
+    if not Job.objects.filter(pk=job_id, status__in=ACTIVE).exists():
+        return
+    if JobItem.objects.filter(_ready(now), job_id=job_id).exists():
+        _enqueue(job_id)
+        return
+    wake = JobItem.objects.filter(
+        job_id=job_id, status=ItemStatus.PENDING, not_before__gt=now
+    ).aggregate(at=Min("not_before"))["at"]
+    if (
+        wake is not None
+        and not JobItem.objects.filter(job_id=job_id, status=ItemStatus.RUNNING).exists()
+    ):
+        _enqueue_later(job_id, (wake - now).total_seconds())
 
 
 async def _keep_leases(claim: Claim) -> None:

@@ -86,18 +86,54 @@ def _launch_forms() -> list[dict[str, Any]]:
                 "launcher": launcher,
                 "has_domains": launcher.domains is not None,
                 "domains": asked.get(launcher.domains, []),
+                "no_model": _no_model(launcher),
             }
         )
     return forms
 
 
-def _job_context(job: Job) -> dict[str, Any]:
-    # job_progress's own failure list has no item ids to link to: the page lists them itself.
+def _no_model(launcher: launchers.Launcher) -> str:
+    """Why the stage cannot run yet, and what to set (e.g. the demo, which configures no
+    model): said above its form, not only once an estimate is asked for. "" when it can."""
+    try:
+        launcher.model()
+    except jobs.JobError as exc:
+        return str(exc)
+    return ""
+
+
+def _job_context(request: HttpRequest, job_id: int) -> dict[str, Any]:
+    """Everything the job's polled region shows (status, counts, failures with their reasons,
+    the page of items) read from one snapshot, so no part of it is older than another."""
+    with jobs.one_snapshot():
+        job = get_object_or_404(Job.objects.select_related("launched_by"), pk=job_id)
+        items = (
+            JobItem.objects.filter(job=job)
+            .order_by("pk")
+            .only("pk", "job_id", "key", "status", "attempts", "last_error", "finished_at")
+        )
+        page = _page(request, items, ITEMS_PER_PAGE)
+        page.object_list = list(page.object_list)  # read now, inside the snapshot
+        failures = (
+            list(
+                items.filter(status=ItemStatus.FAILED).order_by("-finished_at", "-pk")[
+                    :FAILURES_SHOWN
+                ]
+            )
+            if job.items_failed
+            else []
+        )
+        # job_progress's own failure list has no item ids to link to: the page lists them.
+        progress = jobs.job_progress(job, failures=0)
+    over = _is_over(job)
     return {
         "job": job,
-        "progress": jobs.job_progress(job, failures=0),
-        "over": _is_over(job),
-        "can_cancel": not _is_over(job),
+        "progress": progress,
+        "over": over,
+        "can_cancel": not over,
+        "failures": failures,
+        "items": page,
+        "with_failures": job.status == JobStatus.DONE and job.items_failed > 0,
         "can_retry": job.status != JobStatus.CANCELLED
         and (job.items_failed > 0 or job.status == JobStatus.WAITING_FOR_QUOTA),
     }
@@ -107,8 +143,7 @@ def _job_context(job: Job) -> dict[str, Any]:
 @require_GET
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     _require_admin(request)
-    job = get_object_or_404(Job.objects.select_related("launched_by"), pk=job_id)
-    context = _job_context(job)
+    context = _job_context(request, job_id)
     if request.htmx:
         # The polled partial: its last answer carries 286 so htmx swaps it in and stops.
         return render(
@@ -117,15 +152,6 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
             context,
             status=STOP_POLLING if context["over"] else 200,
         )
-    items = (
-        JobItem.objects.filter(job=job)
-        .order_by("pk")
-        .only("pk", "job_id", "key", "status", "attempts", "last_error", "finished_at")
-    )
-    context["failures"] = items.filter(status=ItemStatus.FAILED).order_by("-finished_at", "-pk")[
-        :FAILURES_SHOWN
-    ]
-    context["items"] = _page(request, items, ITEMS_PER_PAGE)
     return render(request, "llm/job.html", context)
 
 

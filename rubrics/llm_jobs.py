@@ -40,7 +40,7 @@ from llm.prompts import load_prompt
 
 from . import compiler
 from .models import STAGE_ORDER, Rubric, RubricVersion, Stage
-from .services import final_version, meta_ids, rubric_version_create
+from .services import meta_ids, rubric_version_create
 
 BUILD = "rubrics.build"
 REFINE = "rubrics.refine"
@@ -472,21 +472,14 @@ def eligible_for_build(question_ids: list[int] | None = None) -> list[int]:
 
 
 def eligible_for_refine(round_: int, question_ids: list[int] | None = None) -> list[int]:
-    eligible = []
-    for rubric in Rubric.objects.filter(question__in=_live_questions(question_ids)):
-        if round_ == 1:
-            latest = rubric.versions.order_by("-id").first()
-            ok = latest is not None and latest.stage == Stage.LLM_DRAFT
-        else:
-            latest = final_version(rubric)
-            ok = (
-                latest is not None
-                and latest.stage == Stage.HUMAN_1
-                and not rubric.versions.filter(frozen_at__isnull=True).exists()
-            )
-        if ok:
-            eligible.append(rubric.question_id)
-    return sorted(eligible)
+    """Round 1: rubrics whose latest version is the draft; round 2: those whose final version
+    is human round 1's, with no round in progress (RubricQuerySet.waiting_for decides)."""
+    rubrics = Rubric.objects.filter(question__in=_live_questions(question_ids))
+    return list(
+        rubrics.waiting_for(f"refine{round_}")
+        .order_by("question_id")
+        .values_list("question_id", flat=True)
+    )
 
 
 def _launch(

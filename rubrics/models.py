@@ -9,6 +9,8 @@ can be compared.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -40,11 +42,65 @@ HUMAN_ROUND_AFTER: dict[str, str] = {
 }
 
 
+# What a rubric waits for, by its versions (RubricQuerySet.with_waits): the LLM refinement
+# rounds, the human rounds, or nothing more (final).
+WAITS = ("refine1", "human1", "refine2", "human2", "final")
+
+
+class RubricQuerySet(models.QuerySet):
+    """The one place that says, in SQL, which version of a rubric is final and what a rubric
+    waits for: the job launchers, the pipeline page and the leaderboard all read it here."""
+
+    def live(self) -> RubricQuerySet:
+        """Rubrics of questions that are not dropped."""
+        return self.filter(question__dropped_at__isnull=True)
+
+    def with_waits(self) -> RubricQuerySet:
+        """Annotates `latest_stage` (the newest version's stage), `open_draft` (a human round in
+        progress), `final_stage` (the stage of the final version, the latest frozen one) and
+        `waits_for`, one of WAITS or "" (no version yet)."""
+        versions = RubricVersion.objects.filter(rubric=models.OuterRef("pk")).order_by("-id")
+        return self.annotate(
+            latest_stage=models.Subquery(versions.values("stage")[:1]),
+            open_draft=models.Exists(versions.filter(frozen_at__isnull=True)),
+            final_stage=models.Subquery(
+                versions.filter(frozen_at__isnull=False).values("stage")[:1]
+            ),
+        ).annotate(
+            waits_for=models.Case(
+                # The draft is the latest: refinement 1 takes it (a draft is always frozen).
+                models.When(latest_stage=Stage.LLM_DRAFT, then=models.Value("refine1")),
+                # A human round in progress waits for its reviser.
+                models.When(
+                    open_draft=True, latest_stage=Stage.HUMAN_1, then=models.Value("human1")
+                ),
+                models.When(open_draft=True, then=models.Value("human2")),
+                models.When(
+                    final_stage__in=[Stage.LLM_REFINED_1, Stage.IMPORTED],
+                    then=models.Value("human1"),
+                ),
+                models.When(final_stage=Stage.HUMAN_1, then=models.Value("refine2")),
+                models.When(final_stage=Stage.LLM_REFINED_2, then=models.Value("human2")),
+                models.When(final_stage=Stage.HUMAN_2, then=models.Value("final")),
+                default=models.Value(""),
+                output_field=models.CharField(),
+            )
+        )
+
+    def waiting_for(self, step: str) -> RubricQuerySet:
+        """The rubrics whose next step is `step` (one of WAITS)."""
+        if step not in WAITS:
+            raise ValueError(f"unknown step {step!r}; expected one of {', '.join(WAITS)}")
+        return self.with_waits().filter(waits_for=step)
+
+
 class Rubric(models.Model):
     question = models.OneToOneField(
         "annotation.FinalQuestion", on_delete=models.PROTECT, related_name="rubric"
     )
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = RubricQuerySet.as_manager()
 
     def __str__(self) -> str:
         return f"rubric of question {self.question_id}"
@@ -56,6 +112,19 @@ class RubricVersionQuerySet(models.QuerySet):
             rubric=models.OuterRef("rubric"), pk__gt=models.OuterRef("pk")
         )
         return self.filter(~models.Exists(newer))
+
+    def final(self) -> RubricVersionQuerySet:
+        """Each rubric's final version: what the benchmark uses now, the latest frozen one (a
+        human round in progress is not part of it until it is complete)."""
+        newer = RubricVersion.objects.filter(
+            rubric=models.OuterRef("rubric"), frozen_at__isnull=False, pk__gt=models.OuterRef("pk")
+        )
+        return self.filter(frozen_at__isnull=False).filter(~models.Exists(newer))
+
+    def final_of(self, rubric: Any) -> RubricVersionQuerySet:
+        """The frozen versions of `rubric` (a Rubric, an id or an OuterRef), newest first:
+        `.first()` is its final version, `.values("id")[:1]` a subquery of it."""
+        return self.filter(rubric=rubric, frozen_at__isnull=False).order_by("-id")
 
 
 class RubricVersion(models.Model):

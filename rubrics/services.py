@@ -16,7 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Max, Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from annotation import access
@@ -128,34 +128,30 @@ def rubric_version_create(
     return version
 
 
+# Which version is final is decided once, by RubricVersionQuerySet.final (rubrics/models.py);
+# these are its shapes for callers.
+
+
 def final_version(rubric: Rubric) -> RubricVersion | None:
     """What the benchmark uses now: the latest frozen version (a human draft in progress is
     not part of it until its round is complete)."""
-    return rubric.versions.filter(frozen_at__isnull=False).order_by("-id").first()
+    return RubricVersion.objects.final_of(rubric).first()
 
 
 def final_version_ids() -> QuerySet[Any, Any]:
     """final_version of every rubric, as a subquery of version ids (for `__in` filters)."""
-    return (
-        RubricVersion.objects.filter(frozen_at__isnull=False)
-        .values("rubric_id")
-        .annotate(last=Max("id"))
-        .values("last")
-        .order_by()
-    )
+    return RubricVersion.objects.final().values("id").order_by()
 
 
 def final_versions_of(question_ids: Sequence[int]) -> dict[int, int]:
     """final_version of these questions' rubrics in one query: {question id: version id}
     (a question without a frozen version is left out)."""
-    rows = (
-        RubricVersion.objects.filter(rubric__question_id__in=question_ids, frozen_at__isnull=False)
-        .values("rubric__question_id")
-        .annotate(last=Max("id"))
-        .values_list("rubric__question_id", "last")
+    return dict(
+        RubricVersion.objects.final()
+        .filter(rubric__question_id__in=question_ids)
+        .values_list("rubric__question_id", "id")
         .order_by()
     )
-    return dict(rows)
 
 
 # --- human rounds ---------------------------------------------------------------------------

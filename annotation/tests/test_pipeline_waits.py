@@ -187,3 +187,35 @@ def test_auto_generation_without_a_model_is_logged_not_fatal(
     assert candidate.status == CandidateStatus.DISCARDED
     assert not Job.objects.exists()
     assert "auto-generation for image" in caplog.text and "No model is configured" in caplog.text
+
+
+def test_auto_generation_after_an_adjudicated_discard(
+    settings, alice, bob, carol, make_image, model, sent, django_capture_on_commit_callbacks
+):
+    """The adjudication service asks for generation itself, once its change commits."""
+    settings.LLM_AUTO_GENERATE = True
+    _, [candidate] = make_image("img-1")
+    with django_capture_on_commit_callbacks(execute=True):
+        services.review_submit(user=alice, candidate_id=candidate.pk, decision="accept")
+    with django_capture_on_commit_callbacks(execute=True):
+        services.review_submit(
+            user=bob, candidate_id=candidate.pk, decision="discard", reasons=["boilerplate"]
+        )
+    assert not Job.objects.exists()  # disputed: still pending
+    with django_capture_on_commit_callbacks(execute=True):
+        services.adjudication_resolve(user=carol, candidate_id=candidate.pk, decision="discard")
+    job = Job.objects.get()
+    assert list(job.items.values_list("key", flat=True)) == ["img-1"] and sent == [job.pk]
+
+
+def test_a_status_change_alone_launches_nothing(
+    settings, alice, make_image, model, django_capture_on_commit_callbacks
+):
+    """No hidden hook: only the resolving services ask for generation."""
+    settings.LLM_AUTO_GENERATE = True
+    _, [candidate] = make_image("img-1")
+    with django_capture_on_commit_callbacks(execute=True) as callbacks, transaction.atomic():
+        services._set_status(
+            candidate, CandidateStatus.DISCARDED, actor=alice, reason="by hand", now=timezone.now()
+        )
+    assert callbacks == [] and not Job.objects.exists()

@@ -19,6 +19,7 @@ from llm.models import ItemStatus, JobItem, LedgerEntry, LLMModel
 from llm.tasks import run_job_chunk
 from llm.tests.conftest import Harness
 from tests.fake_llm import FakeLLM, Recorded, Reply, fake_llm  # noqa: F401 (fixture)
+from tests.test_worker import celery_app, redis_url, stop  # noqa: F401 (fixtures)
 
 from .test_llm_jobs import checked_text, verdicts_by_check
 
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def world(fake_llm: FakeLLM, monkeypatch):  # noqa: F811 (the imported fixture)
     monkeypatch.setattr(run_job_chunk, "delay_on_commit", lambda job_id: None)
+    monkeypatch.setattr(run_job_chunk, "apply_async", lambda args, countdown: None)
     model = EvaluatedModel.objects.create(name="model-a")
     responses = [
         Response.objects.create(
@@ -167,3 +169,42 @@ def test_batch_needs_a_gemini_judge(world):
     judge.save()
     with pytest.raises(JobError, match="Batch API is Gemini's"):
         llm_jobs.judge_launch(user=None, judge=judge, batch=True)
+
+
+def test_a_batch_job_polls_every_2_s_in_a_real_worker_without_beat(
+    fake_llm: FakeLLM, celery_app, redis_url, tmp_path
+):  # noqa: F811 (fixtures)
+    """LLM_BATCH_POLL_SECONDS=2 in the worker and no beat anywhere: the chunk that defers the
+    items sends itself a task due at the next poll, until the batch is over."""
+    from llm.tests.test_jobs import start_worker, wait_for
+    from tests.fake_llm import GEMINI_KEY
+
+    fake_llm.responder = verdicts_by_check({})
+    fake_llm.batches.polls_before_done = 2  # submitted, running, running, then done
+    model = EvaluatedModel.objects.create(name="model-a")
+    for i in range(3):
+        Response.objects.create(
+            model=model, question=make_question(f"q{i}"), setting="text_only", text=f"Answer {i}."
+        )
+    llm = LLMModel.objects.create(
+        name="judge-llm", provider="gemini", model="gemini-2.5-flash", requests_per_minute=0
+    )
+    judge = Judge.objects.create(name="gemini-judge", llm_model=llm)
+    log_path = tmp_path / "worker.log"
+    worker = start_worker(
+        redis_url,
+        log_path,
+        "batch",
+        GEMINI_BASE_URL=fake_llm.base_url,
+        GEMINI_API_KEY=GEMINI_KEY,
+        LLM_BATCH_POLL_SECONDS="2",
+    )
+    try:
+        job = llm_jobs.judge_launch(user=None, judge=judge, batch=True, batch_responses=2)
+        wait_for(job, lambda j: j.status == "done", 90, log_path)
+        assert worker.poll() is None, log_path.read_text()
+    finally:
+        stop(worker, timeout=15)
+    assert job.items_done == 2 and Verdict.objects.count() == 9
+    took = (job.finished_at - job.started_at).total_seconds()
+    assert 5 <= took < 20, took  # three waits of 2 s; beat's sweep would be 30 s apart

@@ -338,3 +338,28 @@ def test_judge_with_an_openai_compatible_model_sends_the_schema(judged_setup):
     assert set(Verdict.objects.values_list("judge_model_version", flat=True)) == {
         OPENAI_MODEL_VERSION
     }
+
+
+def test_the_judge_estimate_counts_the_calls_then_made_after_a_one_check_edit(judged_setup):
+    """The estimate's calls leave out the checks that an earlier verdict with the same key
+    answers: after a human round edits one check, one call per response, not every check."""
+    harness, questions, responses, judge = judged_setup
+    harness.fake.responder = verdicts_by_check({})
+    first = llm_jobs.judge_scope(judge=judge)
+    drain(harness, llm_jobs.judge_launch(user=None, judge=judge))
+    assert (first.checks_to_judge, first.copies, first.calls) == (6, 0, 6)
+    assert len(harness.fake.requests) == first.calls
+    harness.fake.requests.clear()
+
+    for question in questions:
+        old = RubricVersion.objects.get(rubric__question=question)
+        new = RubricVersion.objects.create(
+            rubric=old.rubric, stage="human_1", parent=old, meta_rubric={}, frozen_at=timezone.now()
+        )
+        tiers = list(old.checks.order_by("position").values_list("tier", flat=True))
+        add_checks(new, tiers, texts={2: "check 2, reworded"})
+    scope = llm_jobs.judge_scope(judge=judge)
+    assert (scope.checks_to_judge, scope.copies, scope.calls) == (6, 4, 2)
+    assert llm_jobs.judge_scope(judge=judge, fresh=True).calls == 6  # fresh copies nothing
+    drain(harness, llm_jobs.judge_launch(user=None, judge=judge))
+    assert len(harness.fake.requests) == scope.calls

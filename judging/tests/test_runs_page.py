@@ -52,6 +52,9 @@ def test_page_lists_models_judges_and_explains_when_there_are_none(client, root)
     client.force_login(root)
     page = client.get(reverse("judging_runs")).content.decode()
     assert 'data-testid="no-evaluated"' in page and 'data-testid="no-judges"' in page
+    # What to set, said before any form is offered.
+    assert "Judging → Evaluated models" in page and "Judging → Judges" in page
+    assert "GEMINI_API_KEY" in page
 
 
 def test_collect_estimate_then_launch(client, root, setup):

@@ -158,7 +158,6 @@ def test_progress_partial_polls_while_running_and_answers_286_when_over(client, 
     body = running.content.decode()
     assert 'hx-trigger="every 2s"' in body and 'id="job-progress"' in body
     assert "<html" not in body  # the partial alone
-    assert 'data-testid="failures"' not in body
 
     finish(job, fail={2})
     over = htmx_get(client, url)
@@ -171,6 +170,53 @@ def test_progress_partial_polls_while_running_and_answers_286_when_over(client, 
     # The full page of a finished job is an ordinary 200 that does not poll.
     page = client.get(url)
     assert page.status_code == 200 and "hx-trigger" not in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_polled_region_is_one_consistent_snapshot_as_items_fail(client, root):
+    """Status, counts, failures with their reasons and the items' rows come in the same answer:
+    a failure shows while the job runs, and the last answer (286) leaves no item "Running" and
+    no green "Done" over failed items."""
+    client.force_login(root)
+    job = launch(3, user=root)
+    url = reverse("job", args=[job.pk])
+    claim = jobs.item_claim_chunk(job_id=job.pk)
+    first, second, third = claim.items
+    jobs.item_record(
+        item_id=first.pk,
+        token=claim.token,
+        outcome=jobs.ItemFailed("the compiler refused: duplicate id I1"),
+    )
+
+    body = htmx_get(client, url).content.decode()
+    failures = body[body.index('data-testid="failures"') : body.index('data-testid="items"')]
+    assert "Failed items (1)" in failures and "duplicate id I1" in failures
+    assert reverse("job_item", args=[job.pk, first.pk]) in failures
+    assert 'data-count="failed">1<' in body and 'data-count="running">2<' in body
+    items = body[body.index('data-testid="items"') :]
+    assert items.count("item-running") == 2 and items.count("item-failed") == 1
+
+    jobs.item_record(item_id=second.pk, token=claim.token, outcome=jobs.ItemResult({}))
+    jobs.item_record(
+        item_id=third.pk, token=claim.token, outcome=jobs.ItemFailed("no grounded evidence")
+    )
+    over = htmx_get(client, url)
+    assert over.status_code == 286
+    body = over.content.decode()
+    assert "Done, 2 failed" in body and "job-done-failures" in body
+    assert 'class="badge job-done"' not in body  # not the green badge
+    assert "Failed items (2)" in body and "no grounded evidence" in body
+    items = body[body.index('data-testid="items"') :]
+    assert "item-running" not in items and items.count("item-failed") == 2
+
+
+@pytest.mark.django_db
+def test_a_job_done_without_failures_is_plain_done(client, root):
+    client.force_login(root)
+    job = finish(launch(2, user=root))
+    body = htmx_get(client, reverse("job", args=[job.pk])).content.decode()
+    assert 'class="badge job-done"' in body and "failed</span>" not in body
+    assert "Failed items (0)" in body
 
 
 @pytest.mark.django_db
@@ -322,13 +368,16 @@ def test_job_list_query_count_is_constant(client, root, django_assert_max_num_qu
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("n", [1, 10])
-def test_job_page_query_count_is_constant(client, root, django_assert_max_num_queries, n):
+def test_job_page_query_count_is_constant(client, root, django_assert_num_queries, n):
     job = finish(launch(n, user=root), fail={0, 3, 5})
     client.force_login(root)
     url = reverse("job", args=[job.pk])
-    with django_assert_max_num_queries(7):
+    # Session, user, job, count and page of items, failures, and the user's groups (a context
+    # processor); the polled region the same (it holds the failures and the items too). The
+    # job is over, so no count of running or waiting items.
+    with django_assert_num_queries(7):
         assert client.get(url).status_code == 200
-    with django_assert_max_num_queries(4):
+    with django_assert_num_queries(7):
         assert htmx_get(client, url).status_code == 286
 
 
@@ -349,3 +398,33 @@ def test_item_page_query_count_is_constant(client, root, django_assert_max_num_q
     item = job.items.first()
     with django_assert_max_num_queries(5):
         assert client.get(reverse("job_item", args=[job.pk, item.pk])).status_code == 200
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("n", [1, 10])
+def test_job_list_query_count_with_models_configured(
+    client, root, model, django_assert_num_queries, n
+):
+    for _ in range(n):
+        finish(launch(2, user=root), fail={0})
+    client.force_login(root)
+    # Session, user, count, page, the domains, the user's groups, and each stage's model
+    # (generation, guard, build and the two refinement rounds: whether it can run).
+    with django_assert_num_queries(11):
+        assert client.get(reverse("jobs")).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_job_page_reads_in_a_transaction_of_its_own(client, root):
+    """Outside a test's transaction the page opens its own read snapshot (REPEATABLE READ
+    on PostgreSQL, whose SET must come first), and answers as inside one."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    job = finish(launch(3, user=root), fail={1})
+    client.force_login(root)
+    with CaptureQueriesContext(connection) as queries:
+        page = htmx_get(client, reverse("job", args=[job.pk]))
+    assert page.status_code == 286 and "Done, 1 failed" in page.content.decode()
+    isolation = [q["sql"] for q in queries.captured_queries if "ISOLATION" in q["sql"]]
+    assert len(isolation) == (1 if connection.vendor == "postgresql" else 0)

@@ -211,3 +211,27 @@ def test_console_shows_a_form_per_stage(client, root):
     for key in ["generate", "guard", "build", "refine1", "refine2"]:
         assert f'id="estimate-{key}"' in html
     assert "<script>" not in html and "style=" not in html
+
+
+def test_a_stage_without_a_model_says_so_and_what_to_set_before_its_form(client, root, settings):
+    """As in the demo, which configures no model: each stage's card says it before the form."""
+    settings.LLM_MODEL_GENERATION = settings.LLM_MODEL_GUARD = settings.LLM_MODEL_RUBRICS = ""
+    client.force_login(root)
+    html = client.get(reverse("jobs")).content.decode()
+    for key, setting in [
+        ("generate", "LLM_MODEL_GENERATION"),
+        ("guard", "LLM_MODEL_GUARD"),
+        ("build", "LLM_MODEL_RUBRICS"),
+        ("refine1", "LLM_MODEL_RUBRICS"),
+    ]:
+        card = html[html.index(f'id="launch-{key}"') : html.index(f'id="estimate-{key}"')]
+        note = card[card.index(f'data-testid="no-model-{key}"') :]
+        assert setting in note and note.index(setting) < card.index("<form") - card.index(
+            f'data-testid="no-model-{key}"'
+        )
+
+
+def test_a_stage_with_its_model_shows_no_such_note(client, root, model):
+    client.force_login(root)
+    html = client.get(reverse("jobs")).content.decode()
+    assert 'data-testid="no-model-' not in html

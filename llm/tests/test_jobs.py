@@ -34,16 +34,27 @@ def local_gateway() -> Gateway:
     return Gateway(limiter=MemoryTokenBucket(), conf=GatewaySettings())
 
 
+class Sent(list):
+    """The chunk tasks sent now (job ids), and in `later` those sent with a countdown."""
+
+    later: list[tuple[int, float]]
+
+
 @pytest.fixture
-def sent(monkeypatch) -> list[int]:
+def sent(monkeypatch) -> Sent:
     """The chunk tasks the services send, caught instead of going to a broker (after the
     commit, as delay_on_commit would)."""
-    calls: list[int] = []
+    calls = Sent()
+    calls.later = []
 
     def delay_on_commit(job_id: int) -> None:
         transaction.on_commit(lambda: calls.append(job_id))
 
+    def apply_async(args: tuple[int], countdown: float) -> None:
+        calls.later.append((args[0], countdown))
+
     monkeypatch.setattr(run_job_chunk, "delay_on_commit", delay_on_commit)
+    monkeypatch.setattr(run_job_chunk, "apply_async", apply_async)
     return calls
 
 
@@ -391,9 +402,9 @@ REPO = Path(settings.BASE_DIR)
 
 
 def start_worker(
-    redis_url: str,  # noqa: F811 (a value here)
+    redis_url: str,
     log_path: Path,
-    name: str,
+    name: str,  # noqa: F811 (a value here)
     **env_extra: str,
 ) -> subprocess.Popen:
     """tests/test_worker.py's worker, importing the test kinds (`-I`), with extra settings."""
@@ -460,7 +471,7 @@ def test_a_job_runs_through_a_real_worker(celery_app, redis_url, tmp_path):  # n
 
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_killed_mid_job_loses_and_duplicates_nothing(
-    celery_app,  # noqa: F811
+    celery_app,
     redis_url,  # noqa: F811
     tmp_path,
 ):
@@ -495,10 +506,114 @@ def test_a_worker_killed_mid_job_loses_and_duplicates_nothing(
     assert max(JobItem.objects.filter(job=job).values_list("attempts", flat=True)) <= 2
 
 
+def start_beat(redis_url: str, log_path: Path, schedule: Path) -> subprocess.Popen:  # noqa: F811
+    """`celery beat` as docker-compose runs it, with the default schedule of the settings."""
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(
+        DJANGO_SETTINGS_MODULE="gamut_site.settings",
+        DATABASE_URL=child_database_url(),
+        REDIS_URL=redis_url,
+        PYTHONUNBUFFERED="1",
+        LOG_LEVEL="WARNING",
+    )
+    with open(log_path, "a") as log:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "gamut_site",
+                "beat",
+                "--loglevel=WARNING",
+                "--schedule",
+                str(schedule),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_killed_workers_items_return_within_3_minutes_with_the_defaults(
+    celery_app, redis_url, tmp_path
+):  # noqa: F811
+    """No setting lowered: the default lease (renewed by the chunk's heartbeat) and the default
+    sweep of beat bring a SIGKILLed worker's items back; kombu's restore of its unacknowledged
+    message (after the visibility timeout of an hour) plays no part."""
+    log_path = tmp_path / "worker.log"
+    doomed = start_worker(redis_url, log_path, "doomed")
+    rescuer = beat = None
+    try:
+        job = launch("test.echo", 10, sleep=8)  # two chunks of 5 items, 16 s each
+        wait_for(
+            job,
+            lambda j: JobItem.objects.filter(job=j, status=ItemStatus.RUNNING).count() == 5,
+            60,
+            log_path,
+        )
+        token = JobItem.objects.filter(job=job, status=ItemStatus.RUNNING).first().lease_token
+        held = set(JobItem.objects.filter(job=job, lease_token=token).values_list("pk", flat=True))
+        os.kill(doomed.pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        doomed.wait()
+        rescuer = start_worker(redis_url, log_path, "rescuer")
+        beat = start_beat(redis_url, log_path, tmp_path / "celerybeat-schedule")
+
+        def returned(j: Job) -> bool:  # every item the dead chunk held was claimed again
+            return not JobItem.objects.filter(pk__in=held, lease_token=token).exists()
+
+        wait_for(job, returned, 180, log_path)
+        recovery = time.monotonic() - killed_at
+        wait_for(job, lambda j: j.status == JobStatus.DONE, 60, log_path)
+        done = time.monotonic() - killed_at
+    finally:
+        for proc in (doomed, rescuer, beat):
+            if proc is not None:
+                stop(proc, timeout=15)
+    print(
+        f"\nrecovery after SIGKILL with the defaults: the dead chunk's {len(held)} items "
+        f"claimed again after {recovery:.1f} s, the job done after {done:.1f} s "
+        f"(lease {settings.LLM_JOB_LEASE_SECONDS} s, sweep every "
+        f"{settings.LLM_JOB_SWEEP_SECONDS} s)"
+    )
+    assert recovery < 180
+    assert (job.items_done, job.items_failed) == (10, 0)
+    assert_counters_match_rows(job)
+    assert {i.attempts for i in JobItem.objects.filter(pk__in=held)} == {2}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_waiting_job_polls_on_its_schedule_without_beat(
+    celery_app,
+    redis_url,  # noqa: F811
+    tmp_path,
+):
+    log_path = tmp_path / "worker.log"
+    worker = start_worker(redis_url, log_path, "poller")  # and no beat anywhere
+    try:
+        job = launch("test.waits", 3, polls=2, seconds=2)
+        wait_for(job, lambda j: j.status == JobStatus.DONE, 60, log_path)
+        assert worker.poll() is None, log_path.read_text()
+    finally:
+        stop(worker, timeout=15)
+    # Two waits of 2 s each from the first claim, then done (the worker's start-up aside).
+    took = (job.finished_at - job.started_at).total_seconds()
+    assert 4 <= took < 12, took
+    assert (
+        list(JobItem.objects.filter(job=job).values_list("result", flat=True)) == [{"polls": 2}] * 3
+    )
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_deferred_item_waits_keeps_its_state_and_its_attempts(sent):
     job = launch("test.waits", 2, polls=2, seconds=60)
     drain(job)  # both defer: pending, not claimable for 60 s
+    # The chunk sent one task due when they may run: the job polls without beat.
+    [(job_id, countdown)] = sent.later
+    assert job_id == job.pk and 59 < countdown <= 60
     items = list(JobItem.objects.filter(job=job))
     assert {(i.status, i.attempts, i.result["polls"]) for i in items} == {
         (ItemStatus.PENDING, 0, 1)
