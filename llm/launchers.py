@@ -42,7 +42,8 @@ MILLION = Decimal(1_000_000)
 class Launcher:
     """A stage the console can launch.
 
-    launch(user=..., ids=None | [own ids]) -> Job, raising JobError when it cannot;
+    launch(user=..., ids=None | [own ids], fresh=False) -> Job, raising JobError when it
+        cannot; `fresh`: the job's calls skip the ledger's cache;
     eligible(ids=None | [own ids]) -> the number of items a launch would create;
     resolve([source ids]) -> ({source id: own id}, [unknown source ids]);
     model() -> the configured LLMModel, raising JobError when there is none to use;

@@ -26,7 +26,7 @@ def test_every_stage_is_registered():
     keys = [launcher.key for launcher in launchers.all_launchers()]
     assert keys[:5] == ["generate", "guard", "build", "refine1", "refine2"]
     calls = {launcher.key: launcher.calls_per_item for launcher in launchers.all_launchers()}
-    assert calls == {"generate": 1, "guard": 1, "build": 2, "refine1": 3, "refine2": 3}
+    assert calls == {"generate": 1, "guard": 1, "build": 2, "refine1": 4, "refine2": 4}
 
 
 @pytest.mark.parametrize("name", ["job_estimate", "job_launch"])
@@ -79,15 +79,16 @@ def test_estimate_figures_for_a_known_price(client, root, make_image, model):
     assert not Job.objects.exists()  # an estimate launches nothing
 
 
-def test_estimate_of_refine_counts_three_calls():
+def test_estimate_of_refine_counts_four_calls():
+    # The audit, its structured verdicts, the research and the rebuild.
     model = LLMModel(
         name="m", price_input_per_million=Decimal("2"), price_output_per_million=Decimal("4")
     )
     est = launchers.estimate(launchers.get_launcher("refine1"), 2, model)
     per_in, per_out = launchers.TYPICAL_TOKENS["rubrics.refine"]
-    assert (est.calls_min, est.calls_max) == (6, 8)
-    assert est.tokens_out_max == 8 * per_out
-    assert est.cost_min == (Decimal(6 * per_in) * 2 + Decimal(6 * per_out) * 4) / 1_000_000
+    assert (est.calls_min, est.calls_max) == (8, 10)
+    assert est.tokens_out_max == 10 * per_out
+    assert est.cost_min == (Decimal(8 * per_in) * 2 + Decimal(8 * per_out) * 4) / 1_000_000
 
 
 def test_estimate_without_htmx_renders_the_page(client, root, make_image, model):
@@ -211,3 +212,35 @@ def test_console_shows_a_form_per_stage(client, root):
     for key in ["generate", "guard", "build", "refine1", "refine2"]:
         assert f'id="estimate-{key}"' in html
     assert "<script>" not in html and "style=" not in html
+
+
+@pytest.mark.parametrize("launcher", ["generate", "guard", "build", "refine1", "refine2"])
+def test_every_stage_can_be_launched_with_fresh_calls(launcher):
+    import inspect
+
+    assert "fresh" in inspect.signature(launchers.get_launcher(launcher).launch).parameters
+
+
+def test_the_fresh_checkbox_reaches_the_job(client, root, make_image, model):
+    make_image("img-1", [])
+    client.force_login(root)
+    html = post(client, "job_estimate", HTTP_HX_REQUEST="true").content.decode()
+    assert 'name="fresh"' in html
+    client.post(reverse("job_launch"), {"launcher": "generate", "scope": "all", "fresh": "1"})
+    assert Job.objects.get().params["fresh"] is True
+    Job.objects.all().delete()
+    post(client, "job_launch")
+    assert Job.objects.get().params["fresh"] is False
+
+
+def test_a_hostile_fresh_value_is_refused_by_name(client, root, make_image, model):
+    make_image("img-1", [])
+    client.force_login(root)
+    response = client.post(
+        reverse("job_launch"),
+        {"launcher": "generate", "scope": "all", "fresh": "<script>"},
+        follow=True,
+    )
+    assert response.status_code == 200
+    assert "fresh: expected a checkbox" in response.content.decode()
+    assert not Job.objects.exists()
