@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -296,6 +297,7 @@ class Gemini:
                 retry_options=genai_types.HttpRetryOptions(attempts=1),
             ),
         )
+        self._generations: dict[tuple[Any, ...], genai_types.GenerateContentConfig] = {}
 
     @staticmethod
     def _contents(request: Request) -> list[genai_types.Content]:
@@ -345,8 +347,25 @@ class Gemini:
             **config.parameters,
         )
 
+    def _generation_for(
+        self, config: ModelConfig, request: Request
+    ) -> genai_types.GenerateContentConfig:
+        """_generation, built once per kind of request: the pydantic config costs about as
+        much CPU to build as the rest of a call's own work, and the SDK only reads it."""
+        key = (
+            config.model,
+            json.dumps(config.parameters, sort_keys=True),
+            request.system,
+            request.schema,
+            request.tools,
+        )
+        generation = self._generations.get(key)
+        if generation is None:
+            generation = self._generations[key] = self._generation(config, request)
+        return generation
+
     async def send(self, config: ModelConfig, request: Request) -> Reply:
-        generation = self._generation(config, request)
+        generation = self._generation_for(config, request)
         try:
             response = await self._client.aio.models.generate_content(
                 model=config.model, contents=self._contents(request), config=generation
