@@ -24,9 +24,9 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator
 
-from llm.gateway import CallResult, Gateway, ImagePart
+from llm.gateway import CallResult, Check, Gateway, ImagePart
 from llm.jobs import (
     ACTIVE,
     ItemFailed,
@@ -51,7 +51,7 @@ MAX_QUESTION_CHARS = 500  # a concise question is far shorter; longer is a malfo
 
 # ---------------------------------------------------------------------------------------------
 # Output schemas. Validators here run inside the gateway's validation, so a violation gets the
-# gateway's one repair attempt like any schema error.
+# gateway's repair turns like any schema error.
 
 
 def _distinct_questions(questions: list[str]) -> list[str]:
@@ -120,21 +120,15 @@ def guard_problems(output: GuardOutput, ids: frozenset[int]) -> list[str]:
     return problems
 
 
-def guard_schema(ids: frozenset[int]) -> type[GuardOutput]:
-    """GuardOutput checked against the ids sent: an inconsistent answer is a validation error,
-    so it gets the repair attempt. Same JSON schema (and title) as GuardOutput."""
+def guard_check(ids: frozenset[int]) -> Check:
+    """The gateway's check of a guard answer against the candidate ids it was sent: an answer
+    that names other ids, or leaves one out, gets a repair turn and is never cached as good."""
 
-    class CheckedGuardOutput(GuardOutput):
-        model_config = ConfigDict(title="GuardOutput")
+    def check(output: BaseModel) -> list[str]:
+        assert isinstance(output, GuardOutput)
+        return guard_problems(output, ids)
 
-        @model_validator(mode="after")
-        def _consistent(self) -> CheckedGuardOutput:
-            problems = guard_problems(self, ids)
-            if problems:
-                raise ValueError("; ".join(problems))
-            return self
-
-    return CheckedGuardOutput
+    return check
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,6 +362,7 @@ async def generate(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | di
         stage=GENERATE,
         template_name=setup.prompt.name,
         template_version=str(setup.prompt.version),
+        fresh=context.fresh,
         job_id=context.job_id,
     )
     if not call.ok or not isinstance(call.output, GeneratedQuestions):
@@ -396,14 +391,15 @@ async def guard(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
     text = setup.prompt.render(
         entity=image.entity, domain=image.domain, candidates=_candidate_listing(setup.candidates)
     )
-    schema = guard_schema(frozenset(pk for pk, _ in setup.candidates))
     call = await gateway.call_structured(
         setup.model,
         prompt=[text, image.picture],
-        schema=schema,
+        schema=GuardOutput,
+        check=guard_check(frozenset(pk for pk, _ in setup.candidates)),
         stage=GUARD,
         template_name=setup.prompt.name,
         template_version=str(setup.prompt.version),
+        fresh=context.fresh,
         job_id=context.job_id,
     )
     if not call.ok or not isinstance(call.output, GuardOutput):
@@ -441,7 +437,9 @@ def configured_model(setting: str) -> LLMModel:
     return model
 
 
-def _launch(*, kind: str, setting: str, prompt_name: str, images: Any, user: Any) -> Job:
+def _launch(
+    *, kind: str, setting: str, prompt_name: str, images: Any, user: Any, fresh: bool = False
+) -> Job:
     model = configured_model(setting)
     prompt = load_prompt(prompt_name)
     items = [
@@ -454,11 +452,11 @@ def _launch(*, kind: str, setting: str, prompt_name: str, images: Any, user: Any
         kind=kind,
         items=items,
         user=user,
-        params={"model": model.name, "prompt_version": prompt.version},
+        params={"model": model.name, "prompt_version": prompt.version, "fresh": fresh},
     )
 
 
-def generation_launch(*, user: Any, image_ids: list[int] | None = None) -> Job:
+def generation_launch(*, user: Any, image_ids: list[int] | None = None, fresh: bool = False) -> Job:
     """Generate candidates for the chosen images (those without a question), or for every
     image that needs candidates."""
     return _launch(
@@ -467,10 +465,11 @@ def generation_launch(*, user: Any, image_ids: list[int] | None = None) -> Job:
         prompt_name="generate_candidates",
         images=_generation_images(image_ids),
         user=user,
+        fresh=fresh,
     )
 
 
-def guard_launch(*, user: Any, image_ids: list[int] | None = None) -> Job:
+def guard_launch(*, user: Any, image_ids: list[int] | None = None, fresh: bool = False) -> Job:
     """Run the guard over the chosen images, or every image with accepted candidates and no
     question (images without accepted candidates have nothing to guard and are left out)."""
     return _launch(
@@ -479,6 +478,7 @@ def guard_launch(*, user: Any, image_ids: list[int] | None = None) -> Job:
         prompt_name="guard",
         images=_guard_images(image_ids),
         user=user,
+        fresh=fresh,
     )
 
 
@@ -558,7 +558,9 @@ register_launcher(
     kind=GENERATE,
     order=10,
     scope_noun="images",
-    launch=lambda *, user, ids=None: generation_launch(user=user, image_ids=ids),
+    launch=lambda *, user, ids=None, fresh=False: generation_launch(
+        user=user, image_ids=ids, fresh=fresh
+    ),
     eligible=lambda ids=None: _generation_images(ids).count(),
     resolve=_resolve_images,
     model=lambda: configured_model("LLM_MODEL_GENERATION"),
@@ -573,7 +575,9 @@ register_launcher(
     kind=GUARD,
     order=20,
     scope_noun="images",
-    launch=lambda *, user, ids=None: guard_launch(user=user, image_ids=ids),
+    launch=lambda *, user, ids=None, fresh=False: guard_launch(
+        user=user, image_ids=ids, fresh=fresh
+    ),
     eligible=lambda ids=None: _guard_images(ids).count(),
     resolve=_resolve_images,
     model=lambda: configured_model("LLM_MODEL_GUARD"),

@@ -35,7 +35,7 @@ What it writes (defaults, about 1.8 million verdicts):
 The image, candidate, question and rubric rows go in with bulk_create. The verdicts and the
 counts, which verdict_record cannot write at this size, go in with one executemany per block
 on SQLite and COPY on PostgreSQL, in the same transaction as everything else; keys are
-judging.services.verdict_key of each verdict's judge, template, check text and response text.
+judging.services.verdict_key of each verdict's judge, template and what its prompt shows.
 
 It refuses to run when the database has final questions or judging rows already, unless
 --reset is given: --reset empties the judging tables (TRUNCATE on PostgreSQL, deletes on
@@ -623,8 +623,14 @@ def judge_block(
         check_texts,
         verdict_codes,
         n: int,
+        question: FinalQuestion,
     ) -> None:
         tally = np.zeros((3, 5), dtype=np.int64)
+        shown = {
+            "question": question.text,
+            "response": response_text,
+            "photo": "" if text_only else question.image.file.name,
+        }
         for j in range(n):
             code = int(verdict_codes[j])
             verdict = CODES[code]
@@ -641,8 +647,7 @@ def judge_block(
                     verdict_key(
                         judge=judge,
                         template_version=TEMPLATE_VERSION,
-                        check_text=check_texts[j],
-                        response_text=response_text,
+                        inputs={**shown, "tier": TIERS[tier_codes[j]], "check": check_texts[j]},
                     ),
                     created_at,
                 )
@@ -672,6 +677,7 @@ def judge_block(
                 old_texts,
                 old_codes,
                 k,
+                rubrics.questions[i],
             )
         add(
             response_id,
@@ -682,6 +688,7 @@ def judge_block(
             rubrics.final_texts[i],
             codes[r],
             int(judged[r]),
+            rubrics.questions[i],
         )
     return verdicts, counts
 

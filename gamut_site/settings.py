@@ -339,6 +339,9 @@ LLM_BACKOFF_CAP_SECONDS = envint("LLM_BACKOFF_CAP_SECONDS", 60)
 # Per-minute 429s are waited out (the server's retry delay, capped) this many times at most.
 LLM_MAX_RATE_LIMIT_WAITS = envint("LLM_MAX_RATE_LIMIT_WAITS", 10)
 LLM_RETRY_DELAY_CAP_SECONDS = envint("LLM_RETRY_DELAY_CAP_SECONDS", 120)
+# Repair turns of one structured call: an answer that fails its schema or the stage's own rules
+# (the rubric compiler, the guard's ids) goes back with its problems this many times at most.
+LLM_MAX_REPAIRS = envint("LLM_MAX_REPAIRS", 2)
 
 # LLM jobs (llm/jobs.py). A short lease, renewed every third of it by the running chunk's
 # heartbeat: a live chunk keeps its items however long they take, a killed worker's items are

@@ -10,12 +10,14 @@ the provider reports, tokens and latency. Idempotent: a response that exists is 
 (response, check) of that rubric version, each returning one of four verdicts and a short
 rationale. The calls of one response share their prefix (question, photo where the response
 was given one, response) and put the check last, so the provider's prompt caching applies.
-Before calling, each check is looked up by its verdict key (judge, template hash, check text,
-response text): a check that already has a verdict on this row is skipped, and one whose text
-was judged before (in another rubric version) gets a copy of that verdict without a call, unless
-the job asks for fresh calls. A call that fails for good is recorded as a `failed` verdict
-(counted and shown, never scored) and fails the item with its reason; retrying the job's
-failed items calls again for those checks only.
+Before calling, each check is looked up by its verdict key (the judge and its model, the
+template hash, and every value the prompt shows: question, photo, response, tier, check; see
+judging.services.KEY_INPUTS): a check that already has a verdict on this row is skipped, and one
+judged before on the same prompt (in another rubric version) gets a copy of that verdict without
+a call, unless the job asks for fresh calls. A re-tiered check, a corrected question or another
+judge model is a new prompt, so it is judged anew. A call that fails for good is recorded as a
+`failed` verdict (counted and shown, never scored) and fails the item with its reason;
+retrying the job's failed items calls again for those checks only.
 """
 
 from __future__ import annotations
@@ -46,7 +48,14 @@ from rubrics.models import RubricCheck
 from rubrics.services import final_versions_of
 
 from .models import EvaluatedModel, Judge, Response, ResponseTierCount, Setting, VerdictValue
-from .services import Given, verdict_key, verdicts_find, verdicts_record
+from .services import (
+    KEY_INPUTS,
+    Given,
+    judge_inputs,
+    verdict_key,
+    verdicts_find,
+    verdicts_record,
+)
 
 COLLECT = "judging.collect"
 JUDGE = "judging.judge"
@@ -102,18 +111,27 @@ class JudgeTemplate:
                 f"prompt {self.prompt.name} v{self.prompt.version} lacks its "
                 f"{PHOTO_MARK} and {CHECK_MARK} markers"
             )
+        # Whatever the judge sees must be in the verdict's key: a template that shows anything
+        # else is refused (add it to KEY_INPUTS and judge_inputs first).
+        unkeyed = sorted(set(self.prompt.placeholders) - set(KEY_INPUTS))
+        if unkeyed:
+            raise JobError(
+                f"prompt {self.prompt.name} v{self.prompt.version} shows "
+                f"{', '.join(unkeyed)}, which the verdict key leaves out"
+            )
         return head.strip("\n"), middle.strip("\n"), tail.strip("\n")
 
-    def prefix(self, *, question: str, response: str, photo: ImagePart | None) -> list[PromptPart]:
+    def prefix(self, *, inputs: dict[str, str], photo: ImagePart | None) -> list[PromptPart]:
+        """The part shared by a response's calls, rendered from judge_inputs' values."""
         head, middle, _ = self.parts()
-        prefix: list[PromptPart] = [head.format(question=question)]
+        prefix: list[PromptPart] = [head.format_map(inputs)]
         if photo is not None:
             prefix.append(photo)
-        prefix.append(middle.format(response=response))
+        prefix.append(middle.format_map(inputs))
         return prefix
 
     def check(self, *, tier: str, text: str) -> str:
-        return self.parts()[2].format(tier=tier.replace("_", " "), check=text)
+        return self.parts()[2].format_map({"tier": tier.replace("_", " "), "check": text})
 
 
 def judge_template(version: int | None = None) -> JudgeTemplate:
@@ -187,7 +205,7 @@ async def collect(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dic
         stage=COLLECT,
         template_name=ask.template.name,
         template_version=str(ask.template.version),
-        fresh=bool(context.params.get("fresh")),
+        fresh=context.fresh,
         job_id=context.job_id,
     )
     latency_ms = int((time.perf_counter() - started) * 1000)
@@ -225,7 +243,9 @@ class _Plan:
     reused: int  # checks given a copy of an earlier verdict with the same key (no call)
 
 
-def _judge_plan(response_id: int, version_id: int, params: dict[str, Any]) -> _Plan:
+def _judge_plan(
+    response_id: int, version_id: int, params: dict[str, Any], fresh: bool = False
+) -> _Plan:
     judge = Judge.objects.select_related("llm_model").get(pk=params["judge_id"])
     if judge.llm_model is None:
         raise ItemFailed(f"the judge {judge.name} has no LLM model to call")
@@ -246,12 +266,12 @@ def _judge_plan(response_id: int, version_id: int, params: dict[str, Any]) -> _P
         check.pk: verdict_key(
             judge=judge,
             template_version=template.version,
-            check_text=check.text,
-            response_text=response.text,
+            inputs=judge_inputs(response=response, tier=check.tier, check_text=check.text),
         )
         for check in open_
     }
-    earlier = {} if params.get("fresh") else verdicts_find(judge=judge, keys=list(keys.values()))
+    fresh = fresh or bool(params.get("fresh"))  # a retried item, or a job of fresh calls
+    earlier = {} if fresh else verdicts_find(judge=judge, keys=list(keys.values()))
     copies = [
         Given(check.pk, found.verdict, found.rationale, found.judge_model_version)
         for check in open_
@@ -263,11 +283,8 @@ def _judge_plan(response_id: int, version_id: int, params: dict[str, Any]) -> _P
         )
     to_call = [check for check in open_ if keys[check.pk] not in earlier]
     photo = _photo(response.question) if response.setting == Setting.MULTIMODAL else None
-    prefix = (
-        template.prefix(question=response.question.text, response=response.text, photo=photo)
-        if to_call
-        else []
-    )
+    shared = judge_inputs(response=response, tier="", check_text="")
+    prefix = template.prefix(inputs=shared, photo=photo) if to_call else []
     return _Plan(judge.llm_model, tuple(prefix), to_call, len(judged), len(copies))
 
 
@@ -298,7 +315,7 @@ async def judge(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
     response_id, version_id = int(payload["response_id"]), int(payload["version_id"])
     context = current_item.get()
     params = context.params
-    plan = await sync_to_async(_judge_plan)(response_id, version_id, params)
+    plan = await sync_to_async(_judge_plan)(response_id, version_id, params, context.fresh)
     summary = {
         "checks": plan.already + plan.reused + len(plan.to_call),
         "calls": 0,
@@ -318,7 +335,7 @@ async def judge(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
             stage=JUDGE,
             template_name=template.prompt.name,
             template_version=str(template.prompt.version),
-            fresh=bool(params.get("fresh")),
+            fresh=context.fresh,
             job_id=context.job_id,
         )
 
@@ -441,12 +458,12 @@ def _copies_in_scope(judge: Judge, items: list[tuple[str, dict]]) -> int:
     pairs = [(p["response_id"], p["version_id"]) for _, p in items]
     response_ids = {r for r, _ in pairs}
     version_ids = {v for _, v in pairs}
-    texts = dict(Response.objects.filter(pk__in=response_ids).values_list("pk", "text"))
-    checks: dict[int, list[tuple[int, str]]] = {}
-    for pk, version_id, text in RubricCheck.objects.filter(
+    responses = Response.objects.select_related("question__image").in_bulk(response_ids)
+    checks: dict[int, list[tuple[int, str, str]]] = {}
+    for pk, version_id, tier, text in RubricCheck.objects.filter(
         version_id__in=version_ids, deleted_at__isnull=True
-    ).values_list("pk", "version_id", "text"):
-        checks.setdefault(version_id, []).append((pk, text))
+    ).values_list("pk", "version_id", "tier", "text"):
+        checks.setdefault(version_id, []).append((pk, tier, text))
     judged = set(
         judge.verdicts.filter(response_id__in=response_ids, check_row__version_id__in=version_ids)
         .exclude(verdict=VerdictValue.FAILED)
@@ -457,11 +474,10 @@ def _copies_in_scope(judge: Judge, items: list[tuple[str, dict]]) -> int:
         verdict_key(
             judge=judge,
             template_version=template_version,
-            check_text=text,
-            response_text=texts[response_id],
+            inputs=judge_inputs(response=responses[response_id], tier=tier, check_text=text),
         )
         for response_id, version_id in pairs
-        for pk, text in checks.get(version_id, [])
+        for pk, tier, text in checks.get(version_id, [])
         if (response_id, pk) not in judged
     ]
     distinct = sorted(set(keys))

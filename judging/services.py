@@ -5,8 +5,9 @@ transaction."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -20,6 +21,7 @@ from .models import (
     Response,
     ResponseTierCount,
     ScoringConfig,
+    Setting,
     Verdict,
     VerdictValue,
 )
@@ -30,15 +32,58 @@ class JudgingError(ValueError):
     """A verdict that cannot be recorded as asked."""
 
 
-def verdict_key(*, judge: Judge, template_version: str, check_text: str, response_text: str) -> str:
-    """sha256 of judge, template version, check text and response text, each length-prefixed
-    so that no two different inputs run together into the same string."""
+# What the judge's prompt shows, in the order the key takes them: judging/llm_jobs.py renders
+# its template from exactly these values (a template asking for anything else is refused), so
+# whatever the judge sees is in the key. The photo is the image's stored file name (uploads
+# never overwrite a file, so a new photo is a new name); "" for a text-only response.
+KEY_INPUTS = ("question", "photo", "response", "tier", "check")
+
+
+def judge_inputs(*, response: Response, tier: str, check_text: str) -> dict[str, str]:
+    """The values the judge's prompt shows for one check of one response."""
+    question = response.question
+    photo = question.image.file.name if response.setting == Setting.MULTIMODAL else ""
+    return {
+        "question": question.text,
+        "photo": photo or "",
+        "response": response.text,
+        "tier": tier,
+        "check": check_text,
+    }
+
+
+def judge_model_identity(judge: Judge) -> str:
+    """The judge's configured model (provider, model name and version, parameters): a judge
+    switched to another model or version gets new keys, so its old verdicts are not copied."""
+    model = judge.llm_model
+    if model is None:
+        return ""
+    params = json.dumps(model.parameters or {}, sort_keys=True, separators=(",", ":"))
+    return f"{model.provider}:{model.model}:{params}"
+
+
+def key_digest(parts: Sequence[str]) -> str:
+    """sha256 of the parts, each length-prefixed so that no two different inputs run together
+    into the same string."""
     digest = hashlib.sha256()
-    for part in (judge.name, template_version, check_text, response_text):
+    for part in parts:
         data = part.encode("utf-8")
         digest.update(f"{len(data)}:".encode())
         digest.update(data)
     return digest.hexdigest()
+
+
+def verdict_key(*, judge: Judge, template_version: str, inputs: Mapping[str, str]) -> str:
+    """The key of a verdict: the judge's name and model, the template version, and every
+    value its prompt shows (KEY_INPUTS). Equal keys mean the judge saw the same prompt."""
+    return key_digest(
+        (
+            judge.name,
+            judge_model_identity(judge),
+            template_version,
+            *(inputs[name] for name in KEY_INPUTS),
+        )
+    )
 
 
 def verdict_find(*, judge: Judge, key: str) -> Verdict | None:
@@ -141,8 +186,9 @@ def verdicts_record(
         check_id: verdict_key(
             judge=judge,
             template_version=template_version,
-            check_text=checks[check_id].text,
-            response_text=response.text,
+            inputs=judge_inputs(
+                response=response, tier=checks[check_id].tier, check_text=checks[check_id].text
+            ),
         )
         for check_id in ids
     }
@@ -172,15 +218,19 @@ def verdicts_record(
             existing[one.check_id] = row
             counts[one.verdict] += 1
             continue
-        if row.key != keys[one.check_id]:
-            raise JudgingError("this check was judged on another text of the response")
         if row.verdict != VerdictValue.FAILED or one.verdict == VerdictValue.FAILED:
+            if row.key != keys[one.check_id]:
+                raise JudgingError(
+                    "this check was judged on another prompt (question, photo, "
+                    "response, tier or judge model)"
+                )
             continue  # idempotent
+        # A failed verdict is replaced by the real one, with the key of what was just seen.
         counts[row.verdict] -= 1
         counts[one.verdict] += 1
         row.verdict, row.rationale = one.verdict, one.rationale
-        row.judge_model_version = one.judge_model_version
-        row.save(update_fields=["verdict", "rationale", "judge_model_version"])
+        row.judge_model_version, row.key = one.judge_model_version, keys[one.check_id]
+        row.save(update_fields=["verdict", "rationale", "judge_model_version", "key"])
     Verdict.objects.bulk_create(created)
     for (version_id, tier), counts in deltas.items():
         _bump(judge=judge, response=response, version_id=version_id, tier=tier, deltas=counts)

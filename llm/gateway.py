@@ -1,5 +1,12 @@
-"""One small gateway over both providers: structured output, validation with one repair,
-retries owned here (the SDKs' own are off), a shared rate limit, the ledger and its cache.
+"""One small gateway over the providers (llm/providers.py): structured output, validation with
+repair turns, retries owned here (the SDKs' own are off), a shared rate limit, the ledger and
+its cache.
+
+Every kind of call (structured, grounded, free text) goes one way: the cache, then the request
+through the retry loop, then the ledger row; what differs is only how an answer is accepted.
+An answer that is not accepted (its schema, or the caller's own `check`) is recorded as
+`invalid_output`, never `ok`, so the cache never serves it; a structured call sends the
+problems back as a repair turn, up to `LLM_MAX_REPAIRS` times.
 
 Use one `Gateway` per event loop (a Celery task's chunk builds one, runs its calls with
 `run_bounded`, then closes it): the HTTP and Redis clients it holds belong to that loop.
@@ -11,57 +18,89 @@ Use one `Gateway` per event loop (a Celery task's chunk builds one, runs its cal
 from __future__ import annotations
 
 import asyncio
-import base64
-import functools
 import hashlib
 import json
 import logging
 import random
-import re
 import time
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, TypeVar
 
-import httpx
-import openai
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from google import genai
-from google.genai import errors as genai_errors
-from google.genai import types as genai_types
 from pydantic import BaseModel, ValidationError
 
-from .models import LedgerEntry, LLMModel, Outcome, Provider
-from .ratelimit import Limits, RateLimiter, RedisTokenBucket
+from .models import LedgerEntry, LLMModel, Outcome
+from .providers import (
+    GROUNDING_TOOLS,
+    TIMEOUTS,
+    TRANSPORT_ERRORS,
+    Failure,
+    GatewayError,
+    GatewaySettings,
+    Gemini,
+    ImagePart,
+    ModelConfig,
+    PromptPart,
+    ProviderClient,
+    Reply,
+    Request,
+    json_schema,
+    provider_class,
+)
+from .ratelimit import RateLimiter, RedisTokenBucket
 
-try:  # google-genai 3.x talks through httpx2 when it is installed, else httpx
-    import httpx2
+# Names the Batch API module (llm/batch.py) reads from here since before the providers had a
+# module of their own.
+_TIMEOUTS, _TRANSPORT_ERRORS, _Failure, _Gemini, _Request = (
+    TIMEOUTS,
+    TRANSPORT_ERRORS,
+    Failure,
+    Gemini,
+    Request,
+)
+_json_schema = json_schema
 
-    _TRANSPORT_ERRORS: tuple[type[Exception], ...] = (httpx.TransportError, httpx2.TransportError)
-    _TIMEOUTS: tuple[type[Exception], ...] = (httpx.TimeoutException, httpx2.TimeoutException)
-except ImportError:  # pragma: no cover (depends on the installed set)
-    _TRANSPORT_ERRORS = (httpx.TransportError,)
-    _TIMEOUTS = (httpx.TimeoutException,)
+__all__ = [
+    "GROUNDING_TOOLS",
+    "CallResult",
+    "Gateway",
+    "GatewayError",
+    "GatewaySettings",
+    "GroundedResult",
+    "ImagePart",
+    "ModelConfig",
+    "PromptPart",
+    "QuotaExhausted",
+    "gateway_from_settings",
+    "ledger_item",
+    "prompt_text",
+    "request_hash",
+    "run_bounded",
+]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 REPAIR_PROMPT = (
-    "Your previous reply did not validate against the required JSON schema.\n"
-    "Validation errors:\n{errors}\n"
-    "Reply again with the corrected JSON only: the same content, fixed to match the schema."
+    "Your previous reply did not validate: against the required JSON schema, or against the "
+    "task's rules.\nProblems, each with its JSON path:\n{errors}\n"
+    "Reply again with the corrected JSON only: the same content, fixed so that none of these "
+    "problems remains."
 )
 # An image costs about this many input tokens on Gemini; only the token bucket's estimate.
 _IMAGE_TOKENS = 258
-_MILLION = Decimal(1_000_000)
 
-
-class GatewayError(Exception):
-    """The gateway could not be used as configured (a missing key, an unknown provider)."""
+# A structured call's own rules beyond its schema: the problems of a schema-valid answer, each
+# naming its JSON path (e.g. "items[2].baseline: 5 is above the 4 options"); empty when it is
+# acceptable. It must depend only on what the request holds, as the cache answers by request.
+Check = Callable[[BaseModel], Sequence[str]]
+# How a call accepts a stored answer text: (what the caller gets, "") or (None, the problems).
+_Accept = Callable[[str], tuple[Any, str]]
 
 
 class QuotaExhausted(GatewayError):  # noqa: N818 (the name says what the job system waits for)
@@ -75,87 +114,9 @@ class QuotaExhausted(GatewayError):  # noqa: N818 (the name says what the job sy
         super().__init__(f"daily quota exhausted for {model} ({quota_id})")
 
 
-@dataclass(frozen=True)
-class ImagePart:
-    data: bytes
-    mime_type: str
-
-
-PromptPart = str | ImagePart
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """What a call needs of an `LLMModel`, detached from the database."""
-
-    name: str
-    provider: str
-    model: str
-    parameters: dict[str, Any] = field(default_factory=dict)
-    price_input_per_million: Decimal = Decimal("0")
-    price_output_per_million: Decimal = Decimal("0")
-    requests_per_minute: int = 0
-    tokens_per_minute: int = 0
-    active: bool = True
-
-    @classmethod
-    def of(cls, model: LLMModel | ModelConfig) -> ModelConfig:
-        if isinstance(model, ModelConfig):
-            return model
-        return cls(
-            name=model.name,
-            provider=model.provider,
-            model=model.model,
-            parameters=dict(model.parameters or {}),
-            price_input_per_million=model.price_input_per_million,
-            price_output_per_million=model.price_output_per_million,
-            requests_per_minute=model.requests_per_minute,
-            tokens_per_minute=model.tokens_per_minute,
-            active=model.active,
-        )
-
-    @property
-    def limits(self) -> Limits:
-        return Limits(self.requests_per_minute, self.tokens_per_minute)
-
-    def cost(self, tokens_in: int, tokens_out: int) -> Decimal:
-        return (
-            tokens_in * self.price_input_per_million + tokens_out * self.price_output_per_million
-        ) / _MILLION
-
-
-@dataclass(frozen=True)
-class GatewaySettings:
-    gemini_api_key: str = ""
-    gemini_base_url: str | None = None
-    openai_api_key: str = ""
-    openai_base_url: str | None = None
-    timeout_s: float = 120.0
-    max_attempts: int = 5  # per request, through 5xx and timeouts
-    backoff_base_s: float = 1.0
-    backoff_cap_s: float = 60.0
-    max_rate_limit_waits: int = 10  # per-minute 429s waited out per request
-    retry_delay_cap_s: float = 120.0
-
-    @classmethod
-    def from_django(cls) -> GatewaySettings:
-        return cls(
-            gemini_api_key=settings.GEMINI_API_KEY,
-            gemini_base_url=settings.GEMINI_BASE_URL,
-            openai_api_key=settings.OPENAI_API_KEY,
-            openai_base_url=settings.OPENAI_BASE_URL,
-            timeout_s=settings.LLM_TIMEOUT_SECONDS,
-            max_attempts=settings.LLM_MAX_ATTEMPTS,
-            backoff_base_s=settings.LLM_BACKOFF_BASE_MS / 1000,
-            backoff_cap_s=settings.LLM_BACKOFF_CAP_SECONDS,
-            max_rate_limit_waits=settings.LLM_MAX_RATE_LIMIT_WAITS,
-            retry_delay_cap_s=settings.LLM_RETRY_DELAY_CAP_SECONDS,
-        )
-
-
 @dataclass
 class CallResult:
-    """The outcome of one logical call: `output` is set exactly when `ok`."""
+    """The outcome of one logical call: `output` is set exactly when `ok` (structured calls)."""
 
     outcome: str
     output: BaseModel | None = None
@@ -168,7 +129,7 @@ class CallResult:
     tokens_out: int = 0
     tokens_cached: int = 0
     cost: Decimal = Decimal("0")
-    requests: int = 0  # HTTP requests sent (retries and the repair included)
+    requests: int = 0  # HTTP requests sent (retries and the repairs included)
     ledger_ids: list[int] = field(default_factory=list)
 
     @property
@@ -192,45 +153,6 @@ class GroundedResult:
     @property
     def ok(self) -> bool:
         return self.call.ok
-
-
-GROUNDING_TOOLS = ("google_search", "url_context")
-
-
-@dataclass(frozen=True)
-class _Request:
-    """One provider request: the conversation so far and what the answer must look like."""
-
-    system: str
-    prompt: tuple[PromptPart, ...]
-    schema: type[BaseModel] | None  # None: free text (grounded or call_text)
-    # Earlier turns of a repair: (invalid model text, the repair instruction).
-    repair: tuple[str, str] | None = None
-    tools: tuple[str, ...] = ()  # Gemini built-in tools (GROUNDING_TOOLS); never with a schema
-
-
-@dataclass
-class _Reply:
-    text: str
-    model_version: str
-    tokens_in: int
-    tokens_out: int
-    tokens_cached: int
-    latency_ms: int = 0
-    # A grounded call's metadata, as plain JSON (see _grounding); empty otherwise.
-    grounding: dict[str, Any] = field(default_factory=dict)
-
-
-class _Failure(Exception):
-    """A provider request that failed, classified; the retry loop decides what follows."""
-
-    def __init__(
-        self, outcome: str, message: str, retry_delay: float | None = None, quota_id: str = ""
-    ) -> None:
-        super().__init__(message)
-        self.outcome = outcome
-        self.retry_delay = retry_delay
-        self.quota_id = quota_id
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,7 +182,7 @@ def request_hash(
         "params": config.parameters,
         "system": system,
         "contents": contents,
-        "schema": _json_schema(schema) if schema is not None else None,
+        "schema": json_schema(schema) if schema is not None else None,
     }
     if tools:  # only here, so that the hashes of structured calls (the cache keys) stay put
         canonical["tools"] = list(tools)
@@ -268,39 +190,11 @@ def request_hash(
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-@functools.cache
-def _json_schema(schema: type[BaseModel]) -> dict[str, Any]:
-    """A response model's JSON Schema, built once per class (pydantic builds it anew on every
-    call, and each request needs it twice). Shared: readers must not change it."""
-    return schema.model_json_schema()
-
-
 def _active(model: LLMModel | ModelConfig) -> ModelConfig:
     config = ModelConfig.of(model)
     if not config.active:
         raise GatewayError(f"model {config.name!r} is switched off (LLMModel.active)")
     return config
-
-
-def _ledger_row(
-    config: ModelConfig,
-    digest: str,
-    *,
-    stage: str,
-    template_name: str,
-    template_version: str,
-    job_id: int | None,
-) -> dict[str, Any]:
-    """The fields every ledger row of one logical call shares."""
-    return {
-        "job_id": job_id,
-        "stage": stage,
-        "provider": config.provider,
-        "model": config.model,
-        "template_name": template_name,
-        "template_version": template_version,
-        "request_hash": digest,
-    }
 
 
 def _estimated_tokens(prompt: Sequence[PromptPart], system: str) -> int:
@@ -318,291 +212,46 @@ def _validation_errors(schema: type[BaseModel], text: str) -> tuple[BaseModel | 
         return None, str(exc)
 
 
-# ---------------------------------------------------------------------------------------------
-# Providers: build the request, send it, turn errors into _Failure.
+def _structured_accept(schema: type[BaseModel], check: Check | None) -> _Accept:
+    def accept(text: str) -> tuple[Any, str]:
+        output, errors = _validation_errors(schema, text)
+        if output is None:
+            return None, errors
+        problems = list(check(output)) if check is not None else []
+        if problems:
+            return None, "\n".join(f"- {problem}" for problem in problems)
+        return output, ""
+
+    return accept
 
 
-_RETRY_DELAY = re.compile(r"^\s*([0-9.]+)s\s*$")
+def _grounded_accept(text: str) -> tuple[Any, str]:
+    try:
+        data = json.loads(text)
+        return _grounded_parts(data), ""
+    except (ValueError, KeyError, TypeError) as exc:
+        return None, f"unreadable grounded answer: {exc!r}"
 
 
-def _gemini_rate_limit(details: Any) -> tuple[float | None, str]:
-    """(retryDelay in seconds, quotaId) from a Gemini 429's error details."""
-    delay: float | None = None
-    quota_ids: list[str] = []
-    error = details.get("error", {}) if isinstance(details, dict) else {}
-    for detail in error.get("details") or []:
-        kind = str(detail.get("@type", ""))
-        if kind.endswith("google.rpc.RetryInfo"):
-            match = _RETRY_DELAY.match(str(detail.get("retryDelay", "")))
-            delay = float(match.group(1)) if match else None
-        elif kind.endswith("google.rpc.QuotaFailure"):
-            quota_ids += [str(v.get("quotaId", "")) for v in detail.get("violations") or []]
-    per_day = [q for q in quota_ids if "PerDay" in q]
-    return delay, (per_day[0] if per_day else ",".join(quota_ids))
-
-
-def _status(value: Any) -> str:
-    return str(getattr(value, "value", value) or "")
-
-
-def _grounding(response: genai_types.GenerateContentResponse) -> dict[str, Any]:
-    """The first candidate's grounding and URL context metadata as plain JSON, the form the
-    ledger keeps (so that a cached answer carries its sources too)."""
-    candidate = response.candidates[0] if response.candidates else None
-    meta = candidate.grounding_metadata if candidate else None
-    chunks = (
-        [
-            [(c.web.uri or "") if c.web else "", (c.web.title or "") if c.web else ""]
-            for c in (meta.grounding_chunks or [])
-        ]
-        if meta
-        else []
-    )
-    supports = (
-        [
-            [(s.segment.text or "") if s.segment else "", list(s.grounding_chunk_indices or [])]
-            for s in (meta.grounding_supports or [])
-        ]
-        if meta
-        else []
-    )
-    url_meta = candidate.url_context_metadata if candidate else None
-    statuses = (
-        [
-            [u.retrieved_url or "", _status(u.url_retrieval_status)]
-            for u in (url_meta.url_metadata or [])
-        ]
-        if url_meta
-        else []
-    )
-    return {"chunks": chunks, "supports": supports, "url_statuses": statuses}
-
-
-class _Gemini:
-    def __init__(self, conf: GatewaySettings) -> None:
-        if not conf.gemini_api_key:
-            raise GatewayError("GEMINI_API_KEY is not set: no Gemini model can be called")
-        self._client = genai.Client(
-            api_key=conf.gemini_api_key,
-            http_options=genai_types.HttpOptions(
-                base_url=conf.gemini_base_url,
-                api_version="v1beta",  # pinned: the SDK's default moved between releases
-                timeout=int(conf.timeout_s * 1000),  # milliseconds
-                retry_options=None,  # the gateway owns retries
-                # httpx, not aiohttp: the SDK takes aiohttp whenever it is installed (other
-                # packages bring it), and aiohttp's timeouts and resets escape the gateway's
-                # handling of httpx errors. Giving a transport keeps the SDK on httpx.
-                async_client_args={"transport": httpx.AsyncHTTPTransport()},
-            ),
-        )
-
-    @staticmethod
-    def _contents(request: _Request) -> list[genai_types.Content]:
-        parts = [
-            genai_types.Part.from_bytes(data=p.data, mime_type=p.mime_type)
-            if isinstance(p, ImagePart)
-            else genai_types.Part.from_text(text=p)
-            for p in request.prompt
-        ]
-        contents = [genai_types.Content(role="user", parts=parts)]
-        if request.repair:
-            invalid, instruction = request.repair
-            contents.append(
-                genai_types.Content(role="model", parts=[genai_types.Part.from_text(text=invalid)])
-            )
-            contents.append(
-                genai_types.Content(
-                    role="user", parts=[genai_types.Part.from_text(text=instruction)]
-                )
-            )
-        return contents
-
-    @staticmethod
-    def _generation(config: ModelConfig, request: _Request) -> genai_types.GenerateContentConfig:
-        # Gemini refuses a JSON response type together with tools: a request has one or the
-        # other (structured calls a schema, grounded calls their tools and free text).
-        if request.tools:
-            output: dict[str, Any] = {
-                "tools": [
-                    genai_types.Tool(google_search=genai_types.GoogleSearch())
-                    if tool == "google_search"
-                    else genai_types.Tool(url_context=genai_types.UrlContext())
-                    for tool in request.tools
-                ]
-            }
-        elif request.schema is not None:
-            output = {
-                "response_mime_type": "application/json",
-                "response_json_schema": _json_schema(request.schema),
-            }
-        else:
-            output = {}  # free text (call_text)
-        return genai_types.GenerateContentConfig(
-            system_instruction=request.system or None,
-            **output,
-            # Built-in tools run on the server: nothing for the SDK to call automatically.
-            automatic_function_calling=genai_types.AutomaticFunctionCallingConfig(disable=True),
-            **config.parameters,
-        )
-
-    async def send(self, config: ModelConfig, request: _Request) -> _Reply:
-        generation = self._generation(config, request)
-        try:
-            response = await self._client.aio.models.generate_content(
-                model=config.model, contents=self._contents(request), config=generation
-            )
-        except genai_errors.APIError as exc:
-            raise self._failure(exc) from exc
-        except _TIMEOUTS as exc:
-            raise _Failure(Outcome.TIMEOUT, f"timed out: {exc!r}") from exc
-        except _TRANSPORT_ERRORS as exc:
-            raise _Failure(Outcome.SERVER_ERROR, f"connection failed: {exc!r}") from exc
-        usage = response.usage_metadata
-        # Thinking tokens are billed as output.
-        tokens_out = (
-            (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0) if usage else 0
-        )
-        return _Reply(
-            text=response.text or "",
-            model_version=response.model_version or "",
-            tokens_in=(usage.prompt_token_count or 0) if usage else 0,
-            tokens_out=tokens_out,
-            tokens_cached=(usage.cached_content_token_count or 0) if usage else 0,
-            grounding=_grounding(response) if request.tools else {},
-        )
-
-    @staticmethod
-    def _failure(exc: genai_errors.APIError) -> _Failure:
-        message = f"{exc.code} {exc.status}: {exc.message}"
-        if exc.code == 429:
-            delay, quota_id = _gemini_rate_limit(exc.details)
-            outcome = Outcome.QUOTA_EXHAUSTED if "PerDay" in quota_id else Outcome.RATE_LIMITED
-            return _Failure(outcome, message, retry_delay=delay, quota_id=quota_id)
-        if exc.code in (408, 504):
-            return _Failure(Outcome.TIMEOUT, message)
-        if isinstance(exc, genai_errors.ServerError) or (exc.code or 0) >= 500:
-            return _Failure(Outcome.SERVER_ERROR, message)
-        return _Failure(Outcome.ERROR, message)
-
-    async def aclose(self) -> None:
-        await self._client.aio.aclose()
-
-
-def _strict(schema: Any) -> Any:
-    """The schema with `additionalProperties: false` on every object, which OpenAI's strict mode
-    demands (pydantic leaves it out unless a model forbids extras)."""
-    if isinstance(schema, dict):
-        fixed = {key: _strict(value) for key, value in schema.items()}
-        if fixed.get("type") == "object" and "properties" in fixed:
-            fixed.setdefault("additionalProperties", False)
-        return fixed
-    if isinstance(schema, list):
-        return [_strict(item) for item in schema]
-    return schema
-
-
-class _OpenAI:
-    def __init__(self, conf: GatewaySettings) -> None:
-        if not conf.openai_base_url and not conf.openai_api_key:
-            raise GatewayError("OPENAI_BASE_URL or OPENAI_API_KEY must be set for openai models")
-        self._client = openai.AsyncOpenAI(
-            base_url=conf.openai_base_url,
-            api_key=conf.openai_api_key or "unused",  # local vLLM or Ollama take any key
-            timeout=conf.timeout_s,
-            max_retries=0,  # the gateway owns retries
-        )
-
-    @staticmethod
-    def _messages(request: _Request) -> list[dict[str, Any]]:
-        content: list[dict[str, Any]] = []
-        for part in request.prompt:
-            if isinstance(part, ImagePart):
-                url = f"data:{part.mime_type};base64,{base64.b64encode(part.data).decode()}"
-                content.append({"type": "image_url", "image_url": {"url": url}})
-            else:
-                content.append({"type": "text", "text": part})
-        messages: list[dict[str, Any]] = []
-        if request.system:
-            messages.append({"role": "system", "content": request.system})
-        messages.append({"role": "user", "content": content})
-        if request.repair:
-            invalid, instruction = request.repair
-            messages.append({"role": "assistant", "content": invalid})
-            messages.append({"role": "user", "content": instruction})
-        return messages
-
-    async def send(self, config: ModelConfig, request: _Request) -> _Reply:
-        # Grounded calls are Gemini's only: here a request has a schema or is free text.
-        structured: dict[str, Any] = {}
-        if request.schema is not None:
-            structured["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": request.schema.__name__,
-                    "schema": _strict(_json_schema(request.schema)),
-                    "strict": True,
-                },
-            }
-        try:
-            response = await self._client.chat.completions.create(
-                model=config.model,
-                messages=self._messages(request),
-                **structured,
-                **config.parameters,
-            )
-        except openai.APITimeoutError as exc:
-            raise _Failure(Outcome.TIMEOUT, f"timed out: {exc}") from exc
-        except openai.APIConnectionError as exc:
-            raise _Failure(Outcome.SERVER_ERROR, f"connection failed: {exc}") from exc
-        except openai.APIStatusError as exc:
-            raise self._failure(exc) from exc
-        usage = response.usage
-        cached = 0
-        if usage and usage.prompt_tokens_details:
-            cached = usage.prompt_tokens_details.cached_tokens or 0
-        choice = response.choices[0] if response.choices else None
-        return _Reply(
-            text=(choice.message.content or "") if choice else "",
-            model_version=response.model or "",
-            tokens_in=usage.prompt_tokens if usage else 0,
-            tokens_out=usage.completion_tokens if usage else 0,
-            tokens_cached=cached,
-        )
-
-    @staticmethod
-    def _failure(exc: openai.APIStatusError) -> _Failure:
-        message = f"{exc.status_code}: {exc.message}"
-        if exc.status_code == 429:
-            body = exc.body if isinstance(exc.body, dict) else {}
-            # OpenAI's own convention for a spent quota (not a per-minute limit).
-            if body.get("code") == "insufficient_quota":
-                return _Failure(Outcome.QUOTA_EXHAUSTED, message, quota_id="insufficient_quota")
-            retry_after = exc.response.headers.get("retry-after")
-            try:
-                delay = float(retry_after) if retry_after else None
-            except ValueError:
-                delay = None  # an HTTP date: fall back to backoff
-            return _Failure(Outcome.RATE_LIMITED, message, retry_delay=delay)
-        if exc.status_code in (408, 504):
-            return _Failure(Outcome.TIMEOUT, message)
-        if exc.status_code >= 500:
-            return _Failure(Outcome.SERVER_ERROR, message)
-        return _Failure(Outcome.ERROR, message)
-
-    async def aclose(self) -> None:
-        await self._client.close()
+def _text_accept(text: str) -> tuple[Any, str]:
+    return (text, "") if text.strip() else (None, "the model answered with no text")
 
 
 # ---------------------------------------------------------------------------------------------
 # The ledger (the database is touched only here, from the loop through sync_to_async).
 
 
-def _cached_answer(request_hash_: str) -> LedgerEntry | None:
-    return (
-        LedgerEntry.objects.filter(request_hash=request_hash_, outcome=Outcome.OK)
-        .order_by("-created_at", "-pk")
-        .first()
+def _cached_answers(digests: Sequence[str]) -> list[LedgerEntry | None]:
+    """The latest `ok` row of each request hash (None where there is none), in one query."""
+    latest: dict[str, LedgerEntry] = {}
+    rows = (
+        LedgerEntry.objects.filter(request_hash__in=set(digests), outcome=Outcome.OK)
+        .only("pk", "request_hash", "raw_output", "model_version")
+        .order_by("request_hash", "-created_at", "-pk")
     )
+    for row in rows:
+        latest.setdefault(row.request_hash, row)
+    return [latest.get(digest) for digest in digests]
 
 
 def _write_ledger(row: LedgerEntry) -> int:
@@ -610,14 +259,61 @@ def _write_ledger(row: LedgerEntry) -> int:
     return row.pk
 
 
+def _write_ledger_rows(rows: Sequence[LedgerEntry]) -> list[int]:
+    """Rows in one INSERT and one commit; their pks in order (SQLite 3.35+ and PostgreSQL
+    return them)."""
+    return [row.pk for row in LedgerEntry.objects.bulk_create(rows)]
+
+
+class _Batched:
+    """One database round trip for what the calls in flight ask at about the same time.
+
+    The calls of a chunk reach the ledger in bursts (64 answers land within a few ms): each
+    lookup or write joins the batch being gathered, and one `run_many` in the database thread
+    serves the whole batch. While a batch runs there, the next one gathers. Each caller still
+    awaits its own result, so nothing is answered before its row is written. This halves the
+    job system's CPU per call (bench/llm_throughput.py), most of it the thread hops and commits
+    of one query per call."""
+
+    def __init__(self, run_many: Callable[[list[Any]], list[Any]]) -> None:
+        self._run_many = sync_to_async(run_many)
+        self._pending: list[tuple[Any, asyncio.Future[Any]]] = []
+        self._flushing: asyncio.Task[None] | None = None
+
+    async def __call__(self, item: Any) -> Any:
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append((item, future))
+        if self._flushing is None:
+            self._flushing = asyncio.create_task(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        try:
+            await asyncio.sleep(0)  # the calls made ready by the same event-loop turn join in
+            while self._pending:
+                batch, self._pending = self._pending, []
+                try:
+                    results = await self._run_many([item for item, _ in batch])
+                except Exception as exc:  # each caller gets the failure of its batch
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for (_, future), result in zip(batch, results, strict=True):
+                    if not future.done():
+                        future.set_result(result)
+        finally:
+            self._flushing = None
+
+
 # The key of the job item whose handler makes the call: llm/jobs.py sets it around each handler,
 # and the ledger rows of its calls carry it (the console's item page lists them).
 ledger_item: ContextVar[str] = ContextVar("ledger_item", default="")
 
 
-def prompt_text(request: _Request) -> str:
+def prompt_text(request: Request) -> str:
     """A request as the ledger keeps it for admins to read: the system text, the user's parts
-    (an image as one line with its type, size and sha256, not its bytes), a repair's turns,
+    (an image as one line with its type, size and sha256, not its bytes), the repairs' turns,
     and the tools or schema asked for."""
     lines = [f"[system]\n{request.system}"] if request.system else []
     lines.append("[user]")
@@ -627,9 +323,8 @@ def prompt_text(request: _Request) -> str:
             lines.append(f"[image {part.mime_type}, {len(part.data):,} bytes, sha256 {digest}]")
         else:
             lines.append(part)
-    if request.repair:
-        invalid, instruction = request.repair
-        lines += ["[model]", invalid, "[user]", instruction]
+    for rejected, instruction in request.repairs:
+        lines += ["[model]", rejected, "[user]", instruction]
     if request.tools:
         lines.append(f"[tools: {', '.join(request.tools)}]")
     if request.schema is not None:
@@ -644,7 +339,9 @@ class Gateway:
     def __init__(self, *, limiter: RateLimiter, conf: GatewaySettings | None = None) -> None:
         self.limiter = limiter
         self.conf = conf or GatewaySettings.from_django()
-        self._providers: dict[str, _Gemini | _OpenAI] = {}
+        self._providers: dict[str, ProviderClient] = {}
+        self._lookup = _Batched(_cached_answers)
+        self._write = _Batched(_write_ledger_rows)
 
     async def __aenter__(self) -> Gateway:
         return self
@@ -660,14 +357,9 @@ class Gateway:
         if close is not None:
             await close()
 
-    def _provider(self, name: str) -> _Gemini | _OpenAI:
+    def _provider(self, name: str) -> ProviderClient:
         if name not in self._providers:
-            if name == Provider.GEMINI:
-                self._providers[name] = _Gemini(self.conf)
-            elif name == Provider.OPENAI:
-                self._providers[name] = _OpenAI(self.conf)
-            else:
-                raise GatewayError(f"unknown provider {name!r}: expected gemini or openai")
+            self._providers[name] = provider_class(name)(self.conf)
         return self._providers[name]
 
     async def call_structured(
@@ -677,71 +369,32 @@ class Gateway:
         prompt: Sequence[PromptPart],
         system: str = "",
         schema: type[BaseModel],
+        check: Check | None = None,
         stage: str,
         template_name: str = "",
         template_version: str = "",
         fresh: bool = False,
         job_id: int | None = None,
     ) -> CallResult:
-        """Ask `model` for an answer that validates against `schema`.
+        """Ask `model` for an answer that validates against `schema` and passes `check`.
 
+        An answer that does not gets a repair turn with its problems, up to the configured
+        number of repairs; then the call fails with the last raw text and its problems.
         Raises QuotaExhausted when the daily quota is spent; every other failure comes back as
         a CallResult whose outcome says what happened (never `ok` without a valid output)."""
-        config = _active(model)
-        request = _Request(system=system, prompt=tuple(prompt), schema=schema)
-        digest = request_hash(config, system=system, prompt=prompt, schema=schema)
-        if not fresh:
-            hit = await sync_to_async(_cached_answer)(digest)
-            if hit is not None:
-                output, errors = _validation_errors(schema, hit.raw_output)
-                if output is not None:
-                    return CallResult(
-                        outcome=Outcome.OK,
-                        output=output,
-                        raw_text=hit.raw_output,
-                        cached=True,
-                        request_hash=digest,
-                        model_version=hit.model_version,
-                    )
-                log.warning(
-                    "cached answer %s no longer validates: calling again (%s)", hit.pk, errors
-                )
-
-        result = CallResult(outcome=Outcome.ERROR, request_hash=digest)
-        row = _ledger_row(
-            config,
-            digest,
+        request = Request(system=system, prompt=tuple(prompt), schema=schema)
+        result, output = await self._call(
+            model,
+            request,
+            _structured_accept(schema, check),
+            repairs=self.conf.max_repairs,
             stage=stage,
             template_name=template_name,
             template_version=template_version,
+            fresh=fresh,
             job_id=job_id,
         )
-        reply = await self._send(config, request, result, row, is_repair=False)
-        if reply is None:
-            return result
-        output, errors = _validation_errors(schema, reply.text)
-        if output is None:
-            # One repair: the invalid text goes back with the errors; its answer decides.
-            await self._record(result, row, reply, config, Outcome.INVALID_OUTPUT, errors)
-            result.raw_text, result.error = reply.text, errors  # kept if the repair fails
-            repair = _Request(
-                system=system,
-                prompt=tuple(prompt),
-                schema=schema,
-                repair=(reply.text, REPAIR_PROMPT.format(errors=errors)),
-            )
-            reply = await self._send(config, repair, result, row, is_repair=True)
-            if reply is None:
-                return result
-            output, errors = _validation_errors(schema, reply.text)
-        outcome = Outcome.OK if output is not None else Outcome.INVALID_OUTPUT
-        await self._record(result, row, reply, config, outcome, errors)
-        result.outcome, result.output, result.raw_text, result.error = (
-            outcome,
-            output,
-            reply.text,
-            errors,
-        )
+        result.output = output
         return result
 
     async def call_grounded(
@@ -757,61 +410,32 @@ class Gateway:
         fresh: bool = False,
         job_id: int | None = None,
     ) -> GroundedResult:
-        """A free-text Gemini answer using built-in tools (Google Search, URL context), with
-        its grounding metadata. Same retries, rate limit, ledger and cache as call_structured;
-        no repair, as free text has nothing to validate. The ledger's raw output is the JSON
-        of {text, chunks, supports, url_statuses}, which is also what the cache answers from.
+        """A free-text answer using built-in tools (Google Search, URL context), with its
+        grounding metadata; no repair, as free text has nothing to validate. The ledger's raw
+        output is the JSON of {text, chunks, supports, url_statuses}, which is also what the
+        cache answers from.
 
-        Raises QuotaExhausted like call_structured; GatewayError for a non-Gemini model."""
+        Raises QuotaExhausted like call_structured; GatewayError for a model whose provider
+        has no such tools."""
         config = _active(model)
-        if config.provider != Provider.GEMINI:
+        if not getattr(provider_class(config.provider), "supports_tools", False):
             raise GatewayError(f"grounded calls need a Gemini model, not {config.provider!r}")
         unknown = [t for t in tools if t not in GROUNDING_TOOLS]
         if not tools or unknown:
             raise GatewayError(f"tools must be among {GROUNDING_TOOLS}, not {list(tools)}")
-        request = _Request(system=system, prompt=tuple(prompt), schema=None, tools=tuple(tools))
-        digest = request_hash(config, system=system, prompt=prompt, schema=None, tools=tools)
-        if not fresh:
-            hit = await sync_to_async(_cached_answer)(digest)
-            if hit is not None:
-                try:
-                    return _grounded(
-                        json.loads(hit.raw_output),
-                        CallResult(
-                            outcome=Outcome.OK,
-                            raw_text=hit.raw_output,
-                            cached=True,
-                            request_hash=digest,
-                            model_version=hit.model_version,
-                        ),
-                    )
-                except (ValueError, KeyError, TypeError):
-                    log.warning("cached grounded answer %s is unreadable: calling again", hit.pk)
-
-        result = CallResult(outcome=Outcome.ERROR, request_hash=digest)
-        row = _ledger_row(
+        request = Request(system=system, prompt=tuple(prompt), schema=None, tools=tuple(tools))
+        result, parts = await self._call(
             config,
-            digest,
+            request,
+            _grounded_accept,
+            repairs=0,
             stage=stage,
             template_name=template_name,
             template_version=template_version,
+            fresh=fresh,
             job_id=job_id,
         )
-        reply = await self._send(config, request, result, row, is_repair=False)
-        if reply is None:
-            return GroundedResult("", [], [], [], result)
-        blob = json.dumps({"text": reply.text, **reply.grounding}, ensure_ascii=False)
-        answered = _Reply(
-            blob,
-            reply.model_version,
-            reply.tokens_in,
-            reply.tokens_out,
-            reply.tokens_cached,
-            reply.latency_ms,
-        )
-        await self._record(result, row, answered, config, Outcome.OK, "")
-        result.outcome, result.raw_text = Outcome.OK, blob
-        return _grounded(json.loads(blob), result)
+        return GroundedResult(**(parts or _EMPTY_GROUNDING), call=result)
 
     async def call_text(
         self,
@@ -826,57 +450,99 @@ class Gateway:
         job_id: int | None = None,
     ) -> CallResult:
         """A free-text answer (no schema, no tools), from either provider: what an evaluated
-        model writes when it answers a question. Same retries, rate limit, ledger and cache as
-        call_structured; `raw_text` is the answer. An empty answer is not `ok` (outcome
-        invalid_output): there is nothing to keep.
+        model writes when it answers a question; `raw_text` is the answer. An empty answer is
+        not `ok` (outcome invalid_output): there is nothing to keep.
 
         Raises QuotaExhausted like call_structured."""
-        config = _active(model)
-        request = _Request(system=system, prompt=tuple(prompt), schema=None)
-        digest = request_hash(config, system=system, prompt=prompt, schema=None)
-        hit = None if fresh else await sync_to_async(_cached_answer)(digest)
-        if hit is not None and hit.raw_output.strip():
-            return CallResult(
-                outcome=Outcome.OK,
-                raw_text=hit.raw_output,
-                cached=True,
-                request_hash=digest,
-                model_version=hit.model_version,
-            )
-        result = CallResult(outcome=Outcome.ERROR, request_hash=digest)
-        row = _ledger_row(
-            config,
-            digest,
+        request = Request(system=system, prompt=tuple(prompt), schema=None)
+        result, _ = await self._call(
+            model,
+            request,
+            _text_accept,
+            repairs=0,
             stage=stage,
             template_name=template_name,
             template_version=template_version,
+            fresh=fresh,
             job_id=job_id,
         )
-        reply = await self._send(config, request, result, row, is_repair=False)
-        if reply is None:
-            return result
-        empty = not reply.text.strip()
-        outcome = Outcome.INVALID_OUTPUT if empty else Outcome.OK
-        errors = "the model answered with no text" if empty else ""
-        await self._record(result, row, reply, config, outcome, errors)
-        result.outcome, result.raw_text, result.error = outcome, reply.text, errors
         return result
 
-    async def _send(
+    async def _call(
         self,
-        config: ModelConfig,
-        request: _Request,
-        result: CallResult,
-        row: dict[str, Any],
+        model: LLMModel | ModelConfig,
+        request: Request,
+        accept: _Accept,
         *,
-        is_repair: bool,
-    ) -> _Reply | None:
+        repairs: int,
+        stage: str,
+        template_name: str,
+        template_version: str,
+        fresh: bool,
+        job_id: int | None,
+    ) -> tuple[CallResult, Any]:
+        """Every call's one path: the cache, then the request (and its repairs) through the
+        retry loop, each answer recorded with whether it was accepted."""
+        config = _active(model)
+        digest = request_hash(
+            config,
+            system=request.system,
+            prompt=request.prompt,
+            schema=request.schema,
+            tools=request.tools,
+        )
+        if not fresh:
+            hit = await self._lookup(digest)
+            if hit is not None:
+                accepted, problems = accept(hit.raw_output)
+                if accepted is not None:
+                    return CallResult(
+                        outcome=Outcome.OK,
+                        raw_text=hit.raw_output,
+                        cached=True,
+                        request_hash=digest,
+                        model_version=hit.model_version,
+                    ), accepted
+                log.warning(
+                    "cached answer %s is no longer accepted: calling again (%s)", hit.pk, problems
+                )
+
+        result = CallResult(outcome=Outcome.ERROR, request_hash=digest)
+        row: dict[str, Any] = {
+            "job_id": job_id,
+            "stage": stage,
+            "provider": config.provider,
+            "model": config.model,
+            "template_name": template_name,
+            "template_version": template_version,
+            "request_hash": digest,
+        }
+        while True:
+            reply = await self._send(config, request, result, row)
+            if reply is None:
+                return result, None
+            text = reply.text
+            if request.tools:  # the sources go into the ledger with the text
+                text = json.dumps({"text": reply.text, **reply.grounding}, ensure_ascii=False)
+            accepted, problems = accept(text)
+            outcome = Outcome.OK if accepted is not None else Outcome.INVALID_OUTPUT
+            await self._record(result, row, reply, text, config, outcome, problems)
+            result.outcome, result.raw_text, result.error = outcome, text, problems
+            if accepted is not None or len(request.repairs) >= repairs:
+                return result, accepted
+            request = replace(
+                request, repairs=(*request.repairs, (text, REPAIR_PROMPT.format(errors=problems)))
+            )
+
+    async def _send(
+        self, config: ModelConfig, request: Request, result: CallResult, row: dict[str, Any]
+    ) -> Reply | None:
         """One request through the retry loop; None when it failed for good (`result` says
         why). Failed attempts are recorded here, the answered one by the caller."""
         provider = self._provider(config.provider)
         tokens = _estimated_tokens(request.prompt, request.system)
         failures = rate_waits = 0
-        row["is_repair"] = is_repair
+        row["is_repair"] = bool(request.repairs)
         row["prompt"], row["item_key"] = prompt_text(request), ledger_item.get()
         while True:
             await self.limiter.acquire(config.name, config.limits, tokens)
@@ -885,7 +551,7 @@ class Gateway:
             row["attempt"] = failures + rate_waits + 1
             try:
                 reply = await provider.send(config, request)
-            except _Failure as failure:
+            except Failure as failure:
                 latency = time.perf_counter() - started
                 await self._record_failure(result, row, failure, latency)
                 if failure.outcome == Outcome.QUOTA_EXHAUSTED:
@@ -908,7 +574,7 @@ class Gateway:
             reply.latency_ms = int((time.perf_counter() - started) * 1000)
             return reply
 
-    def _rate_limit_pause(self, failure: _Failure, waits: int) -> float:
+    def _rate_limit_pause(self, failure: Failure, waits: int) -> float:
         if failure.retry_delay is not None:
             # The server knows when the window reopens; a little jitter spreads the workers.
             jittered = failure.retry_delay * (1 + random.random() / 10)
@@ -921,23 +587,24 @@ class Gateway:
         return random.uniform(ceiling / 2, ceiling)
 
     @staticmethod
-    def _give_up(result: CallResult, failure: _Failure) -> None:
+    def _give_up(result: CallResult, failure: Failure) -> None:
         result.outcome = failure.outcome
         result.error = f"{failure}\n{result.error}" if result.error else str(failure)
 
     async def _record_failure(
-        self, result: CallResult, row: dict[str, Any], failure: _Failure, latency: float
+        self, result: CallResult, row: dict[str, Any], failure: Failure, latency: float
     ) -> None:
         entry = LedgerEntry(
             **row, outcome=failure.outcome, error=str(failure), latency_ms=int(latency * 1000)
         )
-        result.ledger_ids.append(await sync_to_async(_write_ledger)(entry))
+        result.ledger_ids.append(await self._write(entry))
 
     async def _record(
         self,
         result: CallResult,
         row: dict[str, Any],
-        reply: _Reply,
+        reply: Reply,
+        text: str,
         config: ModelConfig,
         outcome: str,
         errors: str,
@@ -952,10 +619,10 @@ class Gateway:
             tokens_cached=reply.tokens_cached,
             cost=cost,
             latency_ms=reply.latency_ms,
-            raw_output=reply.text,
+            raw_output=text,
             error=errors,
         )
-        result.ledger_ids.append(await sync_to_async(_write_ledger)(entry))
+        result.ledger_ids.append(await self._write(entry))
         result.tokens_in += reply.tokens_in
         result.tokens_out += reply.tokens_out
         result.tokens_cached += reply.tokens_cached
@@ -963,16 +630,18 @@ class Gateway:
         result.model_version = reply.model_version
 
 
-def _grounded(data: dict[str, Any], call: CallResult) -> GroundedResult:
-    return GroundedResult(
-        text=str(data["text"]),
-        chunks=[(str(uri), str(title)) for uri, title in data.get("chunks", [])],
-        supports=[
+_EMPTY_GROUNDING: dict[str, Any] = {"text": "", "chunks": [], "supports": [], "url_statuses": []}
+
+
+def _grounded_parts(data: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "text": str(data["text"]),
+        "chunks": [(str(uri), str(title)) for uri, title in data.get("chunks", [])],
+        "supports": [
             (str(text), [int(i) for i in indices]) for text, indices in data.get("supports", [])
         ],
-        url_statuses=[(str(url), str(status)) for url, status in data.get("url_statuses", [])],
-        call=call,
-    )
+        "url_statuses": [(str(url), str(status)) for url, status in data.get("url_statuses", [])],
+    }
 
 
 def gateway_from_settings() -> Gateway:
@@ -981,13 +650,6 @@ def gateway_from_settings() -> Gateway:
     return Gateway(
         limiter=RedisTokenBucket.from_url(settings.REDIS_URL), conf=GatewaySettings.from_django()
     )
-
-
-async def call_structured(model: LLMModel | ModelConfig, **kwargs: Any) -> CallResult:
-    """One call through a gateway of its own (convenient for a single call; a chunk of many
-    calls should share one `Gateway`)."""
-    async with gateway_from_settings() as gateway:
-        return await gateway.call_structured(model, **kwargs)
 
 
 async def run_bounded(coros: Iterable[Awaitable[T]], limit: int) -> list[T | Exception]:

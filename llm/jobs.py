@@ -110,6 +110,9 @@ class JobContext:
     key: str
     params: dict[str, Any]
     state: dict[str, Any] | None = None  # what the item's last ItemDeferred kept
+    # Calls skip the ledger's cache: the job was launched with fresh calls, or the item is a
+    # retry of a failed one (job_retry_failed), whose cached answers led to the failure.
+    fresh: bool = False
 
 
 current_item: ContextVar[JobContext] = ContextVar("current_item")
@@ -237,15 +240,24 @@ def job_cancel(*, job_id: int, now: datetime | None = None) -> Job:
     return job
 
 
+# The payload flag of a retried item: its calls skip the ledger's cache (JobContext.fresh).
+RETRY_FRESH = "fresh_calls"
+
+
 @transaction.atomic
 def job_retry_failed(*, job_id: int, now: datetime | None = None) -> int:
-    """Put the failed items back to pending with fresh attempts, resume a job waiting for
-    quota, and enqueue chunk tasks. Returns how many failed items were requeued."""
+    """Put the failed items back to pending with fresh attempts and fresh calls (the cache
+    would only hand back what led to the failure), resume a job waiting for quota, and enqueue
+    chunk tasks. Returns how many failed items were requeued."""
     now = now or timezone.now()
     job = Job.objects.select_for_update().get(pk=job_id)
     if job.status == JobStatus.CANCELLED:
         raise JobError(f"job {job.pk} was cancelled")
     spec = get_kind(job.kind)
+    failed = list(JobItem.objects.filter(job=job, status=ItemStatus.FAILED).only("payload"))
+    for item in failed:
+        item.payload = {**item.payload, RETRY_FRESH: True}
+    JobItem.objects.bulk_update(failed, ["payload"], batch_size=500)
     retried = JobItem.objects.filter(job=job, status=ItemStatus.FAILED).update(
         status=ItemStatus.PENDING,
         attempts=0,
@@ -724,7 +736,15 @@ async def _run_claim(spec: JobKind, claim: Claim, gateway_factory: Callable[[], 
 
             async def one(item: JobItem) -> None:
                 # An open item's result is what its last deferral kept (None otherwise).
-                current_item.set(JobContext(claim.job.pk, item.key, claim.job.params, item.result))
+                current_item.set(
+                    JobContext(
+                        claim.job.pk,
+                        item.key,
+                        claim.job.params,
+                        item.result,
+                        fresh=bool(claim.job.params.get("fresh") or item.payload.get(RETRY_FRESH)),
+                    )
+                )
                 ledger_item.set(item.key)  # the item's ledger rows say whose calls they were
                 try:
                     returned = await spec.handler(gateway, item.payload)

@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.conf import settings
+
 from .models import Job, LLMModel
 
 # Typical tokens of ONE call of each job kind, (input, output): a rough estimate for the console,
@@ -32,9 +34,9 @@ TYPICAL_TOKENS: dict[str, tuple[int, int]] = {
     "rubrics.refine": (6_000, 3_000),
 }
 DEFAULT_TOKENS = (2_000, 1_000)
-# Every job kind makes one structured call per item, and output that fails validation gets one
-# repair call: so an item costs calls_per_item calls, or one more.
-MAX_REPAIRS_PER_ITEM = 1
+# An item costs calls_per_item calls, and each structured answer that breaks its schema or the
+# stage's rules gets up to LLM_MAX_REPAIRS repair calls (the estimate's upper end counts them
+# once per item).
 MILLION = Decimal(1_000_000)
 
 
@@ -42,7 +44,8 @@ MILLION = Decimal(1_000_000)
 class Launcher:
     """A stage the console can launch.
 
-    launch(user=..., ids=None | [own ids]) -> Job, raising JobError when it cannot;
+    launch(user=..., ids=None | [own ids], fresh=False) -> Job, raising JobError when it
+        cannot; `fresh`: the job's calls skip the ledger's cache;
     eligible(ids=None | [own ids]) -> the number of items a launch would create;
     resolve([source ids]) -> ({source id: own id}, [unknown source ids]);
     model() -> the configured LLMModel, raising JobError when there is none to use;
@@ -152,10 +155,10 @@ def _cost(model: LLMModel, tokens_in: int, tokens_out: int) -> Decimal:
 
 def estimate(launcher: Launcher, items: int, model: LLMModel) -> Estimate:
     """Calls, tokens and cost of launching `launcher` on `items` items with `model`: a range,
-    from no repair to one repair per item."""
+    from no repair to LLM_MAX_REPAIRS repairs per item."""
     per_in, per_out = TYPICAL_TOKENS.get(launcher.kind, DEFAULT_TOKENS)
     calls_min = items * launcher.calls_per_item
-    calls_max = items * (launcher.calls_per_item + MAX_REPAIRS_PER_ITEM)
+    calls_max = items * (launcher.calls_per_item + settings.LLM_MAX_REPAIRS)
     return Estimate(
         items=items,
         calls_min=calls_min,

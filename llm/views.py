@@ -301,11 +301,14 @@ def job_launch(request: HttpRequest) -> HttpResponse:
     _require_admin(request)
     launcher = _launcher(request)
     scope, error = _scope(request, launcher)
+    fresh = request.POST.get("fresh", "")
+    if fresh not in ("", "1", "on"):
+        scope, error = None, f"fresh: expected a checkbox (1 or nothing), not {fresh[:40]!r}."
     if scope is None:
         messages.error(request, error)
         return redirect("jobs")
     try:
-        job = launcher.launch(user=request.user, ids=scope.ids)
+        job = launcher.launch(user=request.user, ids=scope.ids, fresh=bool(fresh))
     except jobs.JobError as exc:
         messages.error(request, str(exc))
         return redirect("jobs")

@@ -7,10 +7,17 @@ not the model, sets the snippets, question and entity of the document, so the mo
 invent a source. The compiler validates it, and it is stored as the `llm_draft` version.
 
 `rubrics.refine` (payload: question_id, round 1 or 2): an audit re-verifies every snippet
-against its source with the URL context tool; an independent search re-researches the
-question from scratch; a structured rebuild returns a verified superset of the input (round 1:
-the draft; round 2: `human_1`, with the reviser's edits). The code refuses a rebuild that
-lost an input item without a recorded reason, and stores `llm_refined_<round>`.
+against its source with the URL context tool (free text), and a second, structured call turns
+its notes into one verdict per snippet id (the tool's own retrieval failures outrank it); an
+independent search re-researches the question from scratch; a structured rebuild returns a
+verified superset of the input (round 1: the draft; round 2: `human_1`, with the reviser's
+edits). A snippet leaves the rubric only with a recorded verdict and reason; a rebuild that
+loses an input item without a recorded reason, or breaks the compiler's rules, is sent back
+with its problems (the gateway's repair turns) and fails the item if it stays wrong. The
+result is stored as `llm_refined_<round>`.
+
+Every structured answer here is checked against the compiler and these rules inside the
+gateway's call, so an answer that breaks them gets repair turns and is never cached as good.
 
 Both are idempotent: a version the rubric already has is never made again (redelivered or
 retried items finish without calls). The model is the setting LLM_MODEL_RUBRICS, an
@@ -23,7 +30,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -32,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from annotation.llm_jobs import image_domains
 from annotation.models import FinalQuestion
-from llm.gateway import CallResult, Gateway, GroundedResult
+from llm.gateway import CallResult, Check, Gateway, GroundedResult
 from llm.jobs import ItemFailed, ItemResult, JobError, current_item, job_launch, register_kind
 from llm.launchers import register_launcher
 from llm.models import Job, LLMModel, Provider
@@ -74,6 +81,24 @@ class RebuildReply(_Reply):
     dropped: list[Dropped] = Field(default_factory=list)
 
 
+class SnippetVerdict(_Reply):
+    id: str = Field(min_length=1, description="A snippet id of the prompt.")
+    verdict: Literal["verified", "unsupported", "unreachable"]
+    reason: str = Field(min_length=1)
+
+
+class PartialCoverage(_Reply):
+    id: str = Field(min_length=1, description="The id of a list or process item.")
+    missing: str = Field(min_length=1)
+
+
+class AuditReply(_Reply):
+    """The audit's notes structured: one verdict per snippet, and the items found partial."""
+
+    verdicts: list[SnippetVerdict]
+    partial_coverage: list[PartialCoverage] = Field(default_factory=list)
+
+
 # ---------------------------------------------------------------------------------------------
 # Snippets from grounding metadata, and the audit's verdicts.
 
@@ -99,44 +124,55 @@ def snippets_from_grounding(found: GroundedResult, *, first: int = 1) -> list[di
 
 
 VERIFIED, UNSUPPORTED, UNREACHABLE = "verified", "unsupported", "unreachable"
-# One verdict a line ("s3: unsupported - reason", also with list marks or bold); [^\w\n]
-# rather than \W, so that a match never runs into the next line.
-_VERDICT = re.compile(
-    r"^[^\w\n]*(?P<id>[A-Za-z0-9_-]+)[^\w\n]*[:\-][^\w\n]*"
-    r"(?P<verdict>verified|unsupported|unreachable)\b[^\w\n]*(?P<reason>.*)$",
-    re.IGNORECASE | re.MULTILINE,
-)
 
 
-def audit_verdicts(snippets: list[dict[str, str]], audit: GroundedResult) -> dict[str, dict]:
-    """Each snippet's status: unreachable when the URL context tool could not retrieve its
-    address (the tool's metadata outranks the model's words); otherwise the model's verdict;
-    a snippet the model did not judge counts as unsupported (nothing confirmed it)."""
-    said = {
-        m["id"]: (m["verdict"].lower(), m["reason"].strip()) for m in _VERDICT.finditer(audit.text)
-    }
-    failed = {url for url, status in audit.url_statuses if not status.endswith("SUCCESS")}
+def unreachable_urls(audit: GroundedResult) -> set[str]:
+    """The addresses the URL context tool reported it could not retrieve."""
+    return {url for url, status in audit.url_statuses if not status.endswith("SUCCESS")}
+
+
+def audit_problems(snippet_ids: Sequence[str], item_ids: set[str], reply: AuditReply) -> list[str]:
+    """What makes a structured audit unusable: a snippet without a verdict, one judged twice,
+    an id that is no snippet, a partial-coverage entry for no item."""
+    problems, seen = [], set()
+    for i, verdict in enumerate(reply.verdicts):
+        if verdict.id not in snippet_ids:
+            problems.append(
+                f"verdicts[{i}].id: {verdict.id!r} is not a snippet id of the "
+                f"prompt ({', '.join(snippet_ids)})"
+            )
+        elif verdict.id in seen:
+            problems.append(f"verdicts[{i}].id: {verdict.id!r} has a verdict already")
+        seen.add(verdict.id)
+    missing = [sid for sid in snippet_ids if sid not in seen]
+    if missing:
+        problems.append(f"verdicts: no verdict for {', '.join(missing)}; give one per snippet")
+    problems += [
+        f"partial_coverage[{i}].id: {entry.id!r} is not an item of the meta-rubric"
+        for i, entry in enumerate(reply.partial_coverage)
+        if entry.id not in item_ids
+    ]
+    return problems
+
+
+def audit_verdicts(
+    snippets: list[dict[str, str]], reply: AuditReply, unreachable: set[str]
+) -> dict[str, dict]:
+    """Each snippet's status and reason: unreachable when the URL context tool could not
+    retrieve its address (the tool's metadata outranks the model's words); otherwise the
+    structured verdict (audit_problems made sure there is exactly one per snippet)."""
+    said = {v.id: v for v in reply.verdicts}
     verdicts: dict[str, dict] = {}
     for snippet in snippets:
-        if snippet["url"] in failed:
+        if snippet["url"] in unreachable:
             verdicts[snippet["id"]] = {
                 "status": UNREACHABLE,
                 "reason": "the URL context tool could not retrieve it",
             }
-        elif snippet["id"] in said:
-            status, reason = said[snippet["id"]]
-            verdicts[snippet["id"]] = {"status": status, "reason": reason}
         else:
-            verdicts[snippet["id"]] = {
-                "status": UNSUPPORTED,
-                "reason": "not confirmed by the audit",
-            }
+            verdict = said[snippet["id"]]
+            verdicts[snippet["id"]] = {"status": verdict.verdict, "reason": verdict.reason}
     return verdicts
-
-
-def _partial_coverage(audit_text: str) -> str:
-    _, _, after = audit_text.partition("Partial coverage:")
-    return after.strip()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,7 +272,7 @@ async def _grounded(
         stage=template,
         template_name=prompt.name,
         template_version=str(prompt.version),
-        fresh=bool(context.params.get("fresh")),
+        fresh=context.fresh,
         job_id=context.job_id,
     )
     calls.append(found.call)
@@ -253,6 +289,7 @@ async def _structured(
     template: str,
     schema: type[BaseModel],
     calls: list[CallResult],
+    check: Check | None = None,
     **values: Any,
 ) -> BaseModel:
     prompt = load_prompt(template)
@@ -261,17 +298,27 @@ async def _structured(
         model,
         prompt=[prompt.render(**values)],
         schema=schema,
+        check=check,
         stage=template,
         template_name=prompt.name,
         template_version=str(prompt.version),
-        fresh=bool(context.params.get("fresh")),
+        fresh=context.fresh,
         job_id=context.job_id,
     )
     calls.append(result)
     if not result.ok or result.output is None:
-        # The gateway already spent its one repair on an output that did not fit the schema.
+        # The gateway already spent its repairs: the last answer and its problems are kept.
         raise ItemFailed(f"{template} call failed ({result.outcome}): {result.error}", *calls)
     return result.output
+
+
+def _compile_problems(document: dict[str, Any]) -> list[str]:
+    """The compiler's problems with a document, each with its JSON path."""
+    try:
+        compiler.validate(document)
+    except compiler.MetaRubricInvalid as invalid:
+        return [str(problem) for problem in invalid.problems]
+    return []
 
 
 def _document(subject: _Subject, snippets: list[dict[str, str]], items: list[Any]) -> dict:
@@ -316,12 +363,18 @@ async def build(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
     snippets = snippets_from_grounding(found)
     if not snippets:
         raise ItemFailed("the search found no grounded evidence (no grounding supports)", *calls)
+
+    def layout_problems(reply: BaseModel) -> list[str]:
+        assert isinstance(reply, LayoutReply)
+        return _compile_problems(_document(subject, snippets, reply.items))
+
     layout = await _structured(
         gateway,
         model,
         "rubric_layout",
         LayoutReply,
         calls,
+        check=layout_problems,
         question=subject.question,
         entity=subject.entity,
         snippets=_snippet_lines(snippets),
@@ -350,11 +403,41 @@ def _human_edits(subject: _Subject) -> str:
     )
 
 
-def _unaccounted(input_meta: dict[str, Any], reply: RebuildReply) -> list[str]:
-    """Input item and meta-insight ids neither kept nor dropped with a reason."""
+def rebuild_problems(
+    input_meta: dict[str, Any], document: dict[str, Any], reply: RebuildReply
+) -> list[str]:
+    """The verified-superset rule and the compiler's rules: every input item and meta-insight
+    is kept or dropped with a reason, a dropped id is an input id, and the document compiles."""
     kept = meta_ids({"items": [item.model_dump(mode="json") for item in reply.items]})
+    inputs = meta_ids(input_meta)
     dropped = {d.id for d in reply.dropped if d.reason.strip()}
-    return sorted(meta_ids(input_meta) - kept - dropped)
+    problems = [
+        f"items: the input's {lost} is missing; keep it, or list it under dropped with the reason"
+        for lost in sorted(inputs - kept - dropped)
+    ]
+    problems += [
+        f"dropped[{i}].id: {d.id!r} is not an input item or meta-insight"
+        for i, d in enumerate(reply.dropped)
+        if d.id not in inputs
+    ]
+    return problems + _compile_problems(document)
+
+
+def lost_evidence(
+    old: list[dict[str, str]], kept: list[dict[str, str]], verdicts: dict[str, dict]
+) -> list[str]:
+    """Input snippets that leave the rubric without a recorded verdict and reason (a verified
+    snippet must stay, unchanged)."""
+    by_id = {s["id"]: s for s in kept}
+    return [
+        s["id"]
+        for s in old
+        if by_id.get(s["id"]) != s
+        and (
+            verdicts.get(s["id"], {}).get("status") in (None, VERIFIED)
+            or not verdicts[s["id"]].get("reason")
+        )
+    ]
 
 
 async def refine(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[str, Any]:
@@ -366,9 +449,13 @@ async def refine(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict
     if subject.done_version is not None:
         return {"version_id": subject.done_version, "skipped": f"the rubric has {stage} already"}
     assert subject.input_meta is not None
+    input_meta = subject.input_meta
     model = await sync_to_async(_model)(current_item.get().params["model"])
     calls: list[CallResult] = []
-    old_snippets: list[dict[str, str]] = list(subject.input_meta.get("snippets", []))
+    old_snippets: list[dict[str, str]] = list(input_meta.get("snippets", []))
+    meta_rubric = _json(input_meta.get("items", []))
+    # Gather with the URL context tool in free text, then structure it in a second call:
+    # free text is never parsed for a verdict.
     audit = await _grounded(
         gateway,
         model,
@@ -378,9 +465,33 @@ async def refine(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict
         question=subject.question,
         entity=subject.entity,
         snippets=_snippet_lines(old_snippets),
-        meta_rubric=_json(subject.input_meta.get("items", [])),
+        meta_rubric=meta_rubric,
     )
-    verdicts = audit_verdicts(old_snippets, audit)
+    unreachable = unreachable_urls(audit)
+    snippet_ids = [s["id"] for s in old_snippets]
+    item_ids = meta_ids(input_meta)
+
+    def audit_check(reply: BaseModel) -> list[str]:
+        assert isinstance(reply, AuditReply)
+        return audit_problems(snippet_ids, item_ids, reply)
+
+    structured = await _structured(
+        gateway,
+        model,
+        "rubric_audit_verdicts",
+        AuditReply,
+        calls,
+        check=audit_check,
+        question=subject.question,
+        entity=subject.entity,
+        snippets=_snippet_lines(old_snippets),
+        unreachable="\n".join(sorted(unreachable)) or "(none)",
+        audit=audit.text,
+        meta_rubric=meta_rubric,
+    )
+    assert isinstance(structured, AuditReply)
+    verdicts = audit_verdicts(old_snippets, structured, unreachable)
+    partial = "\n".join(f"{p.id}: {p.missing}" for p in structured.partial_coverage)
     # The round is in the prompt, so that round 2 searches anew instead of being answered
     # from round 1's cached search (a retried item still gets its own round's cache).
     research = await _grounded(
@@ -398,27 +509,32 @@ async def refine(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict
     new_snippets = snippets_from_grounding(research, first=max(numbers, default=0) + 1)
     # Only verified evidence goes on: citing an unsupported snippet is then an unknown id.
     usable = [s for s in old_snippets if verdicts[s["id"]]["status"] == VERIFIED] + new_snippets
+    lost = lost_evidence(old_snippets, usable, verdicts)
+    if lost:  # the code's own guard: a snippet never leaves without its verdict and reason
+        raise ItemFailed(
+            "evidence would leave the rubric without a recorded verdict: " + ", ".join(lost), *calls
+        )
     audit_lines = "\n".join(f"{sid}: {v['status']} - {v['reason']}" for sid, v in verdicts.items())
-    partial = _partial_coverage(audit.text)
+
+    def superset_check(reply: BaseModel) -> list[str]:
+        assert isinstance(reply, RebuildReply)
+        return rebuild_problems(input_meta, _document(subject, usable, reply.items), reply)
+
     rebuilt = await _structured(
         gateway,
         model,
         "rubric_rebuild",
         RebuildReply,
         calls,
+        check=superset_check,
         question=subject.question,
         entity=subject.entity,
-        meta_rubric=_json(subject.input_meta.get("items", [])),
+        meta_rubric=meta_rubric,
         audit=audit_lines + (f"\nPartial coverage:\n{partial}" if partial else ""),
         snippets=_snippet_lines(usable),
         human_edits=_human_edits(subject),
     )
     assert isinstance(rebuilt, RebuildReply)
-    lost = _unaccounted(subject.input_meta, rebuilt)
-    if lost:
-        raise ItemFailed(
-            "the rebuild dropped input items without a recorded reason: " + ", ".join(lost), *calls
-        )
     document = _document(subject, usable, rebuilt.items)
     version_id = await _save(subject, document, stage, model, calls)
     return ItemResult.of_calls(
@@ -568,7 +684,9 @@ register_launcher(
     kind=BUILD,
     order=30,
     scope_noun="questions",
-    launch=lambda *, user, ids=None: rubric_build_launch(user=user, question_ids=ids),
+    launch=lambda *, user, ids=None, fresh=False: rubric_build_launch(
+        user=user, question_ids=ids, fresh=fresh
+    ),
     eligible=lambda ids=None: len(eligible_for_build(ids)),
     resolve=_resolve_questions,
     model=rubric_model,
@@ -584,13 +702,13 @@ for _round in REFINED_STAGE:
         kind=REFINE,
         order=40 + _round,
         scope_noun="questions",
-        launch=lambda *, user, ids=None, round_=_round: rubric_refine_launch(
-            user=user, round=round_, question_ids=ids
+        launch=lambda *, user, ids=None, fresh=False, round_=_round: rubric_refine_launch(
+            user=user, round=round_, question_ids=ids, fresh=fresh
         ),
         eligible=lambda ids=None, round_=_round: len(eligible_for_refine(round_, ids)),
         resolve=_resolve_questions,
         model=rubric_model,
-        calls_per_item=3,
+        calls_per_item=4,
         select=select_questions,
         domains=image_domains,
         states=RUBRIC_STATES,

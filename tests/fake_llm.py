@@ -13,11 +13,14 @@ Fault injection: `fake.inject("server_error", rate=0.2)` makes about a fifth of 
 are not scripted fail that way (see FAULTS). Which requests fail is decided by a hash of the seed,
 the request's body and how many times that same body came before, so a run fails the same
 requests whatever order concurrent clients send them in, and a retry of a request draws anew.
-Each recorded request says which fault, if any, it got (`Recorded.fault`).
+Each recorded request says which fault, if any, it got (`Recorded.fault`). Two faults change
+the answer the fake would give instead of replacing it: "rule_breaking" (valid JSON that breaks
+the method's rules, see break_rules) and "ignores_ids" (ids the prompt never gave, ignore_ids).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -54,7 +57,15 @@ FAULTS = (
     "malformed_json",  # 200 whose model text is cut-off JSON
     "schema_invalid",  # 200 whose model text is JSON without the schema's fields
     "connection_reset",  # the request is read, then the connection is reset (TCP RST)
+    # 200 with the answer the fake would give, still schema-valid JSON but breaking the task's
+    # own rules (break_rules): an item id repeated, a citation of a snippet id never defined.
+    "rule_breaking",
+    # 200 with that answer's ids swapped for ids the prompt never gave (ignore_ids): integer
+    # ids (the guard's candidates) shifted, snippet verdicts renamed.
+    "ignores_ids",
 )
+# The faults that change a real answer rather than replace it.
+_MUTATIONS = ("rule_breaking", "ignores_ids")
 MALFORMED_JSON = '{"answer": "cut off'
 SCHEMA_INVALID = '{"unexpected": true}'
 
@@ -117,6 +128,62 @@ class Reply:
     @classmethod
     def connection_reset(cls) -> Reply:
         return cls(reset=True)
+
+
+def break_rules(text: str) -> str:
+    """A schema-valid answer made to break the method's rules, or `text` as it is when it is
+    not JSON: the first item of every "items" list of objects comes twice (a duplicate id),
+    and every "snippets" list of ids also cites "s999", which no prompt defines."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {key: walk(value) for key, value in node.items()}
+            items = out.get("items")
+            if isinstance(items, list) and items and isinstance(items[0], dict):
+                out["items"] = [items[0], *items]
+            snippets = out.get("snippets")
+            if isinstance(snippets, list) and all(isinstance(x, str) for x in snippets):
+                out["snippets"] = [*snippets, "s999"]
+            return out
+        if isinstance(node, list):
+            return [walk(value) for value in node]
+        return node
+
+    return json.dumps(walk(data))
+
+
+def ignore_ids(text: str) -> str:
+    """An answer whose ids are not the prompt's, or `text` as it is when it is not JSON:
+    every integer "id" and "selected" plus 1000, every string "id" prefixed with "x"."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {}
+            for key, value in node.items():
+                if (
+                    key in ("id", "selected")
+                    and isinstance(value, int)
+                    and not isinstance(value, bool)
+                ):
+                    out[key] = value + 1000
+                elif key == "id" and isinstance(value, str):
+                    out[key] = "x" + value
+                else:
+                    out[key] = walk(value)
+            return out
+        if isinstance(node, list):
+            return [walk(value) for value in node]
+        return node
+
+    return json.dumps(walk(data))
 
 
 def grounding_metadata(
@@ -230,10 +297,15 @@ class FakeLLM:
             if fault:
                 recorded.fault = fault
                 self.injected[fault] += 1
-                return self._fault_reply(fault)
+                if fault not in _MUTATIONS:
+                    return self._fault_reply(fault)
             responder = self.responder
         answer = responder(recorded) if responder is not None else None
-        return answer if answer is not None else self.default
+        answer = answer if answer is not None else self.default
+        if fault in _MUTATIONS:
+            mutate = break_rules if fault == "rule_breaking" else ignore_ids
+            answer = dataclasses.replace(answer, text=mutate(answer.text))
+        return answer
 
     def _draw(self, recorded: Recorded) -> str:
         """The fault for this request, or "": a uniform draw from the hash of the seed, the body

@@ -4,9 +4,9 @@ construction, refinement round 1, a human round (through the rubric services), r
 round 2, then stage 3: an evaluated model's answer collected and judged check by check.
 
 The fake answers each call by what it asks for (a pipeline fake, composed on tests/fake_llm.py):
-a search (googleSearch tool) gets grounded text, an audit (urlContext tool) a verdict per
-snippet id in its prompt, a structured call an answer that fits its response schema (the
-guard's selects the first candidate id in its prompt)."""
+a search (googleSearch tool) gets grounded text, an audit (urlContext tool) notes in prose, a
+structured call an answer that fits its response schema (the audit's verdicts one per snippet
+id in its prompt, the guard's selecting the first candidate id in its prompt)."""
 
 from __future__ import annotations
 
@@ -98,10 +98,9 @@ def pipeline_reply(recorded: Recorded) -> Reply:
         return Reply(
             text=" ".join(t for t, _ in SUPPORTS), grounding=grounding_metadata(SOURCES, SUPPORTS)
         )
-    if "urlContext" in tools:
-        ids = sorted(set(re.findall(r"\[(s\d+)\]", _prompt(body))), key=lambda s: int(s[1:]))
+    if "urlContext" in tools:  # prose, as real models write it: the next call structures it
         return Reply(
-            text="\n".join(f"{sid}: verified - the page says so" for sid in ids),
+            text="Every source was opened; each says what its snippet says.",
             url_context={"urlMetadata": []},
         )
     schema = (body.get("generationConfig") or {}).get("responseJsonSchema") or {}
@@ -112,6 +111,19 @@ def pipeline_reply(recorded: Recorded) -> Reply:
         return Reply(text=json.dumps({"verdict": "meets", "rationale": "it says so"}))
     if "questions" in fields:
         return Reply(text=json.dumps({"questions": QUESTIONS}))
+    if "partial_coverage" in fields:  # the audit's notes, structured
+        ids = sorted(set(re.findall(r"\[(s\d+)\]", _prompt(body))), key=lambda s: int(s[1:]))
+        return Reply(
+            text=json.dumps(
+                {
+                    "verdicts": [
+                        {"id": sid, "verdict": "verified", "reason": "the page says so"}
+                        for sid in ids
+                    ],
+                    "partial_coverage": [],
+                }
+            )
+        )
     if "verdicts" in fields:
         ids = [int(i) for i in re.findall(r"^- id (\d+):", _prompt(body), re.MULTILINE)]
         return Reply(
@@ -239,15 +251,8 @@ def finish(job: Job, worker: tuple[subprocess.Popen, Path], timeout: float = 30)
 
 
 def test_the_whole_pipeline_runs_through_a_real_worker(
-    celery_app,  # noqa: F811
-    worker,
-    fake,
-    tmp_path,
-    root,
-    alice,
-    bob,
-    dave,
-):
+    celery_app, worker, fake, tmp_path, root, alice, bob, dave
+):  # noqa: F811
     # Import: a manifest line and its PNG, through the import service.
     folder = tmp_path / "upload"
     folder.mkdir()

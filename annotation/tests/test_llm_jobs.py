@@ -177,14 +177,16 @@ def test_a_redelivered_item_creates_nothing_twice(sent, model, make_image, fake,
     assert again == first and Candidate.objects.filter(image=image).count() == 4
 
 
-def test_invalid_output_twice_fails_the_item_with_its_reason_and_raw_text(
+def test_invalid_output_past_the_repairs_fails_the_item_with_its_reason_and_raw_text(
     sent, model, make_image, fake, root
 ):
     image, (old,) = make_image("img-1")
     Candidate.objects.filter(pk=old.pk).update(status=CandidateStatus.DISCARDED)
     fake.queue(
-        Reply(text="not json at all"), reply({"questions": ["Only one question?"]})
-    )  # the repair: too few
+        Reply(text="not json at all"),
+        Reply(text="[]"),
+        reply({"questions": ["Only one question?"]}),
+    )  # the last repair: too few
 
     job = drain(llm_jobs.generation_launch(user=root), fake)
 
@@ -193,7 +195,7 @@ def test_invalid_output_twice_fails_the_item_with_its_reason_and_raw_text(
     assert item.last_error.startswith("invalid_output")
     assert "questions" in item.last_error
     assert item.raw_output == json.dumps({"questions": ["Only one question?"]})
-    assert len(fake.requests) == 2  # the call and its one repair
+    assert len(fake.requests) == 3  # the call and its two repairs
     assert Candidate.objects.filter(image=image).count() == 1
 
 
@@ -266,6 +268,35 @@ def test_guard_repairs_an_inconsistent_selection(sent, model, make_image, fake, 
     assert FinalQuestion.objects.get(image=image).candidate_id == good.pk
     repair = json.dumps(fake.requests[1].body["contents"][-1])
     assert "fails a hard requirement" in repair
+
+
+def test_guard_answer_naming_ids_it_was_not_given_is_repaired_never_cached(
+    sent, model, make_image, fake, root
+):
+    image, (first, second) = make_image("img-1", texts=["First?", "Second?"])
+    accept(first, second)
+    fake.default = reply(
+        {"verdicts": [verdict(first), verdict(second)], "selected": second.pk, "new_candidates": []}
+    )
+    fake.inject("ignores_ids", rate=1.0)  # every answer names ids + 1000
+
+    job = drain(llm_jobs.guard_launch(user=root, image_ids=[image.pk]), fake)
+
+    item = JobItem.objects.get(job=job)
+    assert item.status == ItemStatus.FAILED and "candidate id" in item.last_error
+    assert f'"id": {first.pk + 1000}' in item.raw_output
+    assert len(fake.requests) == 3  # the answer and two repairs, each told the ids
+    for repair in fake.requests[1:]:
+        told = json.dumps(repair.body["contents"][-1])
+        assert f"give exactly one verdict per candidate id {sorted([first.pk, second.pk])}" in told
+    assert not FinalQuestion.objects.filter(image=image).exists()
+
+    # The model behaves again: retrying calls it (nothing bad was cached) and promotes.
+    fake.faults.clear()
+    jobs.job_retry_failed(job_id=job.pk)
+    job = drain(job, fake)
+    assert (job.items_done, job.items_failed) == (1, 0) and len(fake.requests) == 4
+    assert FinalQuestion.objects.get(image=image).candidate_id == second.pk
 
 
 def test_guard_proposes_new_candidates_when_all_accepted_ones_are_boilerplate(

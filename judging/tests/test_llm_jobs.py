@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -363,3 +364,81 @@ def test_the_judge_estimate_counts_the_calls_then_made_after_a_one_check_edit(ju
     assert llm_jobs.judge_scope(judge=judge, fresh=True).calls == 6  # fresh copies nothing
     drain(harness, llm_jobs.judge_launch(user=None, judge=judge))
     assert len(harness.fake.requests) == scope.calls
+
+
+# --- the verdict key holds everything the judge saw -------------------------------------------
+
+
+def test_every_value_a_judge_template_shows_is_in_the_verdict_key():
+    # Fails when a judge template (any version) shows a value the key leaves out: add it to
+    # KEY_INPUTS and judging.services.judge_inputs first.
+    from judging.services import KEY_INPUTS
+    from llm.prompts import all_prompts
+
+    templates = [p for p in all_prompts() if p.name == llm_jobs.JUDGE_PROMPT]
+    assert templates
+    for prompt in templates:
+        shown = set(prompt.placeholders) | (
+            {"photo"} if llm_jobs.PHOTO_MARK in prompt.text else set()
+        )
+        assert shown <= set(KEY_INPUTS), (prompt.version, shown - set(KEY_INPUTS))
+    # And a template showing something else is refused before any call.
+    from llm.prompts import Prompt
+
+    extra = Prompt(
+        llm_jobs.JUDGE_PROMPT,
+        99,
+        templates[-1].text.replace("Question: {question}", "Question: {question} ({entity})"),
+    )
+    with pytest.raises(JobError, match="entity, which the verdict key leaves out"):
+        llm_jobs.JudgeTemplate(extra).parts()
+
+
+def _rejudge_calls(harness, judge, change) -> int:
+    """Judge once, make one change that the judge's prompt shows, make a new frozen version of
+    the same checks, and count the calls of the re-run (0: every verdict copied by key)."""
+    harness.fake.responder = verdicts_by_check({})
+    drain(harness, llm_jobs.judge_launch(user=None, judge=judge))
+    harness.fake.requests.clear()
+    change()
+    for old in RubricVersion.objects.filter(stage="imported"):
+        new = RubricVersion.objects.create(
+            rubric=old.rubric, stage="human_1", parent=old, meta_rubric={}, frozen_at=timezone.now()
+        )
+        for row in old.checks.order_by("position"):
+            row.pk, row.version = None, new
+            row.save()
+    job = llm_jobs.judge_launch(user=None, judge=judge)
+    drain(harness, job)
+    assert job.items_failed == 0
+    return len(harness.fake.requests)
+
+
+def test_an_unchanged_prompt_copies_every_verdict(judged_setup):
+    harness, questions, responses, judge = judged_setup
+    assert _rejudge_calls(harness, judge, lambda: None) == 0
+
+
+@pytest.mark.parametrize("what", ["tier", "question", "photo", "judge_model"])
+def test_a_change_the_judge_sees_is_judged_again_not_copied(judged_setup, what):
+    harness, questions, responses, judge = judged_setup
+    from annotation.models import FinalQuestion, Image
+    from rubrics.models import RubricCheck
+
+    def change():
+        if what == "tier":  # re-tiered in a human round: the new version's rows get it
+            RubricCheck.objects.filter(text="check 0").update(tier="context")
+        elif what == "question":  # an admin's upstream correction of the wording
+            FinalQuestion.objects.filter(pk=questions[0].pk).update(text="Which stew is it?")
+        elif what == "photo":  # a new upload: a new stored file
+            from django.conf import settings
+
+            Image.objects.filter(pk=questions[0].image_id).update(file="images/new-photo.png")
+            (Path(settings.MEDIA_ROOT) / "images/new-photo.png").write_bytes(PNG + b"new")
+        else:
+            judge.llm_model.model = "gemini-2.5-pro"
+            judge.llm_model.save()
+
+    expected = {"tier": 2, "question": 3, "photo": 3, "judge_model": 6}[what]
+
+    assert _rejudge_calls(harness, judge, change) == expected

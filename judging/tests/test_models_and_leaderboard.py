@@ -8,7 +8,13 @@ from django.utils import timezone
 
 from judging.leaderboard import bootstrap_interval, leaderboard
 from judging.models import Judge, ResponseTierCount, Verdict
-from judging.services import JudgingError, verdict_find, verdict_key, verdict_record
+from judging.services import (
+    JudgingError,
+    judge_inputs,
+    verdict_find,
+    verdict_key,
+    verdict_record,
+)
 from rubrics.models import RubricVersion
 
 from .conftest import add_checks, final_checks, make_question
@@ -79,16 +85,10 @@ def test_key_and_reuse_across_versions(judge, respond):
     verdict_record(
         judge=judge, response=response, check=old, verdict="meets", template_version="t1"
     )
-    key = verdict_key(
-        judge=judge, template_version="t1", check_text=old.text, response_text=response.text
-    )
+    inputs = judge_inputs(response=response, tier=old.tier, check_text=old.text)
+    key = verdict_key(judge=judge, template_version="t1", inputs=inputs)
     assert verdict_find(judge=judge, key=key).check_row == old
-    assert (
-        verdict_key(
-            judge=judge, template_version="t2", check_text=old.text, response_text=response.text
-        )
-        != key
-    )
+    assert verdict_key(judge=judge, template_version="t2", inputs=inputs) != key
 
 
 # --- the leaderboard ------------------------------------------------------------------------
@@ -251,3 +251,22 @@ def test_bootstrap_is_reproducible_and_contains_the_mean():
     assert low < sum(values) / len(values) < high
     assert bootstrap_interval([0.5]) == (0.5, 0.5)
     assert bootstrap_interval([]) == (None, None)
+
+
+def test_the_migration_gives_old_verdicts_the_key_of_everything_the_judge_saw(judge, respond):
+    from importlib import import_module
+
+    from django.apps import apps
+
+    question = make_question("q1", tiers=("answer_critical",))
+    response = respond(question)
+    (check,) = final_checks(question)
+    row = verdict_record(
+        judge=judge, response=response, check=check, verdict="meets", template_version="t1"
+    )
+    Verdict.objects.filter(pk=row.pk).update(key="an old key of judge, check and response")
+    import_module("judging.migrations.0003_verdict_keys_hold_every_judge_input").rekey(apps, None)
+    inputs = judge_inputs(response=response, tier=check.tier, check_text=check.text)
+    assert Verdict.objects.get(pk=row.pk).key == verdict_key(
+        judge=judge, template_version="t1", inputs=inputs
+    )

@@ -162,7 +162,7 @@ def plain_launcher() -> Iterator[launchers.Launcher]:
     jobs.register_kind("test.plain", handler, chunk_size=5, concurrency=1)
     launched: list[list[int] | None] = []
 
-    def launch(*, user: Any, ids: list[int] | None = None) -> Job:
+    def launch(*, user: Any, ids: list[int] | None = None, fresh: bool = False) -> Job:
         launched.append(ids)
         chosen = ids if ids is not None else [1, 2, 3]
         return jobs.job_launch(kind="test.plain", items=[(f"p{i}", {}) for i in chosen], user=user)

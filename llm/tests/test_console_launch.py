@@ -26,7 +26,7 @@ def test_every_stage_is_registered():
     keys = [launcher.key for launcher in launchers.all_launchers()]
     assert keys[:5] == ["generate", "guard", "build", "refine1", "refine2"]
     calls = {launcher.key: launcher.calls_per_item for launcher in launchers.all_launchers()}
-    assert calls == {"generate": 1, "guard": 1, "build": 2, "refine1": 3, "refine2": 3}
+    assert calls == {"generate": 1, "guard": 1, "build": 2, "refine1": 4, "refine2": 4}
 
 
 @pytest.mark.parametrize("name", ["job_estimate", "job_launch"])
@@ -65,7 +65,7 @@ def test_estimate_figures_for_a_known_price(client, root, make_image, model):
     html = response.content.decode()
     assert "<html" not in html  # the partial only
     per_in, per_out = launchers.TYPICAL_TOKENS[GENERATE]
-    calls_min, calls_max = 3, 6  # 1 call per image, plus up to one repair
+    calls_min, calls_max = 3, 9  # 1 call per image, plus up to LLM_MAX_REPAIRS (2) repairs
     assert 'data-field="items">3<' in html
     assert f'data-field="calls">{calls_min}–{calls_max}<' in html
     assert f'data-field="tokens_in">{calls_min * per_in}–{calls_max * per_in}<' in html
@@ -73,21 +73,22 @@ def test_estimate_figures_for_a_known_price(client, root, make_image, model):
         Decimal(calls_min * per_in) * Decimal("1.25") + Decimal(calls_min * per_out) * 10
     ) / 1_000_000
     est = launchers.estimate(launchers.get_launcher("generate"), 3, model)
-    assert est.cost_min == cost_min and est.cost_max == 2 * cost_min
-    assert f"{cost_min:.4f}–{2 * cost_min:.4f}" in html
+    assert est.cost_min == cost_min and est.cost_max == 3 * cost_min
+    assert f"{cost_min:.4f}–{3 * cost_min:.4f}" in html
     assert reverse("job_launch") in html and "csrfmiddlewaretoken" in html
     assert not Job.objects.exists()  # an estimate launches nothing
 
 
-def test_estimate_of_refine_counts_three_calls():
+def test_estimate_of_refine_counts_four_calls():
+    # The audit, its structured verdicts, the research and the rebuild.
     model = LLMModel(
         name="m", price_input_per_million=Decimal("2"), price_output_per_million=Decimal("4")
     )
     est = launchers.estimate(launchers.get_launcher("refine1"), 2, model)
     per_in, per_out = launchers.TYPICAL_TOKENS["rubrics.refine"]
-    assert (est.calls_min, est.calls_max) == (6, 8)
-    assert est.tokens_out_max == 8 * per_out
-    assert est.cost_min == (Decimal(6 * per_in) * 2 + Decimal(6 * per_out) * 4) / 1_000_000
+    assert (est.calls_min, est.calls_max) == (8, 12)  # up to 2 repairs an item
+    assert est.tokens_out_max == 12 * per_out
+    assert est.cost_min == (Decimal(8 * per_in) * 2 + Decimal(8 * per_out) * 4) / 1_000_000
 
 
 def test_estimate_without_htmx_renders_the_page(client, root, make_image, model):
@@ -235,3 +236,35 @@ def test_a_stage_with_its_model_shows_no_such_note(client, root, model):
     client.force_login(root)
     html = client.get(reverse("jobs")).content.decode()
     assert 'data-testid="no-model-' not in html
+
+
+@pytest.mark.parametrize("launcher", ["generate", "guard", "build", "refine1", "refine2"])
+def test_every_stage_can_be_launched_with_fresh_calls(launcher):
+    import inspect
+
+    assert "fresh" in inspect.signature(launchers.get_launcher(launcher).launch).parameters
+
+
+def test_the_fresh_checkbox_reaches_the_job(client, root, make_image, model):
+    make_image("img-1", [])
+    client.force_login(root)
+    html = post(client, "job_estimate", HTTP_HX_REQUEST="true").content.decode()
+    assert 'name="fresh"' in html
+    client.post(reverse("job_launch"), {"launcher": "generate", "scope": "all", "fresh": "1"})
+    assert Job.objects.get().params["fresh"] is True
+    Job.objects.all().delete()
+    post(client, "job_launch")
+    assert Job.objects.get().params["fresh"] is False
+
+
+def test_a_hostile_fresh_value_is_refused_by_name(client, root, make_image, model):
+    make_image("img-1", [])
+    client.force_login(root)
+    response = client.post(
+        reverse("job_launch"),
+        {"launcher": "generate", "scope": "all", "fresh": "<script>"},
+        follow=True,
+    )
+    assert response.status_code == 200
+    assert "fresh: expected a checkbox" in response.content.decode()
+    assert not Job.objects.exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import time
 from decimal import Decimal
 
@@ -18,7 +19,7 @@ from llm.gateway import (
     ModelConfig,
     QuotaExhausted,
     _json_schema,
-    call_structured,
+    gateway_from_settings,
     request_hash,
 )
 from llm.models import LedgerEntry, LLMModel, Outcome
@@ -190,24 +191,88 @@ def test_invalid_output_gets_one_repair(harness, provider):
     assert result.tokens_in == 240 and result.requests == 2
 
 
-def test_invalid_twice_fails_with_the_raw_text_kept(harness):
+def test_invalid_past_the_repairs_fails_with_the_raw_text_kept(harness):
     harness.fake.queue(
-        Reply(text="Sure! Here are questions: 1. Why?"), Reply(text='{"questions": [1, 2]')
+        Reply(text="Sure! Here are questions: 1. Why?"),
+        Reply(text='{"questions": [1, 2]'),
+        Reply(text='{"questions": 7}'),
     )
 
     result = ask(harness, GEMINI)
 
     assert not result.ok and result.outcome == Outcome.INVALID_OUTPUT
     assert result.output is None
-    assert result.raw_text == '{"questions": [1, 2]'
+    assert result.raw_text == '{"questions": 7}'
     assert "validation error" in result.error
-    assert len(harness.fake.requests) == 2  # one repair, no more
+    assert len(harness.fake.requests) == 3  # two repairs (GatewaySettings.max_repairs), no more
+    # Each repair carries the whole conversation: every rejected answer and its problems.
+    assert [t["role"] for t in harness.fake.requests[2].body["contents"]] == [
+        "user",
+        "model",
+        "user",
+        "model",
+        "user",
+    ]
     rows = LedgerEntry.objects.order_by("pk")
-    assert [r.outcome for r in rows] == [Outcome.INVALID_OUTPUT, Outcome.INVALID_OUTPUT]
+    assert [r.outcome for r in rows] == [Outcome.INVALID_OUTPUT] * 3
+    assert [r.is_repair for r in rows] == [False, True, True]
     assert rows[0].raw_output == "Sure! Here are questions: 1. Why?"
     # A failed answer is never served from the cache.
     harness.fake.default = Reply(text=VALID)
-    assert ask(harness, GEMINI).ok and len(harness.fake.requests) == 3
+    assert ask(harness, GEMINI).ok and len(harness.fake.requests) == 4
+
+
+class Numbered(BaseModel):
+    ids: list[int]
+
+
+def _distinct_ids(output: BaseModel) -> list[str]:
+    assert isinstance(output, Numbered)
+    return [
+        f"ids[{i}]: {value} is repeated"
+        for i, value in enumerate(output.ids)
+        if value in output.ids[:i]
+    ]
+
+
+@pytest.mark.parametrize("provider", ["gemini", "openai"])
+def test_a_schema_valid_answer_that_breaks_the_check_gets_repaired(harness, provider):
+    harness.fake.queue(Reply(text='{"ids": [1, 1]}'), Reply(text='{"ids": [1, 2]}'))
+
+    result = ask(harness, MODELS[provider], schema=Numbered, check=_distinct_ids)
+
+    assert result.ok and result.output == Numbered(ids=[1, 2])
+    repair = harness.fake.requests[1].body
+    instruction = json.dumps(repair.get("contents") or repair.get("messages"))
+    assert "ids[1]: 1 is repeated" in instruction  # the problem, with its JSON path
+    rows = list(LedgerEntry.objects.order_by("pk"))
+    assert [(r.outcome, r.is_repair) for r in rows] == [
+        (Outcome.INVALID_OUTPUT, False),
+        (Outcome.OK, True),
+    ]
+    assert "ids[1]: 1 is repeated" in rows[0].error
+
+
+def test_an_answer_that_breaks_the_check_is_never_served_from_the_cache(harness):
+    # Every answer repeats an id: the call fails, and asking again sends anew instead of
+    # reading the failed answer back; the same text without the check is cached as usual.
+    harness.fake.default = Reply(text='{"ids": [3, 3]}')
+
+    first = ask(harness, GEMINI, schema=Numbered, check=_distinct_ids)
+    assert not first.ok and first.outcome == Outcome.INVALID_OUTPUT
+    assert "ids[1]: 3 is repeated" in first.error and first.raw_text == '{"ids": [3, 3]}'
+    assert len(harness.fake.requests) == 3
+    assert not LedgerEntry.objects.filter(outcome=Outcome.OK).exists()
+
+    again = ask(harness, GEMINI, schema=Numbered, check=_distinct_ids)
+    assert not again.ok and not again.cached and len(harness.fake.requests) == 6
+
+    # An answer cached as ok before a check existed is checked when read back, too.
+    unchecked = ask(harness, GEMINI, schema=Numbered)
+    assert unchecked.ok and len(harness.fake.requests) == 7
+    assert ask(harness, GEMINI, schema=Numbered).cached
+    rechecked = ask(harness, GEMINI, schema=Numbered, check=_distinct_ids)
+    assert not rechecked.cached and len(harness.fake.requests) == 10
 
 
 @pytest.mark.parametrize("provider", ["gemini", "openai"])
@@ -382,7 +447,10 @@ def test_the_settings_gateway_uses_the_environment_and_the_redis_bucket(
 
     async def call():
         try:
-            return await call_structured(model, prompt=["Q?"], schema=Candidates, stage="generate")
+            async with gateway_from_settings() as gateway:
+                return await gateway.call_structured(
+                    model, prompt=["Q?"], schema=Candidates, stage="generate"
+                )
         finally:
             await sync_to_async(connections.close_all)()
 

@@ -106,9 +106,10 @@ def test_build_stores_a_draft_grounded_in_the_search_metadata(setup):
     assert "[s3] French stews" in layout["contents"][0]["parts"][0]["text"]
 
 
-def test_an_unknown_snippet_id_fails_the_item_with_the_compilers_problem(setup):
+def test_an_unknown_snippet_id_is_repaired_then_fails_the_item_with_its_problem(setup):
     question = make_question()
-    setup.fake.queue(search_reply(), Reply(text=json.dumps({"items": [fact("I1", "s9")]})))
+    unknown = Reply(text=json.dumps({"items": [fact("I1", "s9")]}))
+    setup.fake.queue(search_reply(), unknown, unknown, unknown)
     job = llm_jobs.rubric_build_launch(user=None)
     drain(setup, job)
     item = JobItem.objects.get(job=job)
@@ -116,6 +117,19 @@ def test_an_unknown_snippet_id_fails_the_item_with_the_compilers_problem(setup):
     assert "items[0].snippets[0]" in item.last_error and "unknown snippet" in item.last_error
     assert '"s9"' in item.raw_output
     assert not RubricVersion.objects.filter(rubric__question=question).exists()
+    # Each repair sent the compiler's problem, with its JSON path, back to the model.
+    for repair in setup.fake.requests[2:]:
+        assert "items[0].snippets[0]" in repair.body["contents"][-1]["parts"][0]["text"]
+    assert len(setup.fake.requests) == 4
+    # Nothing of it is cached as good: retrying the failed item calls the model afresh.
+    setup.fake.queue(search_reply(), Reply(text=json.dumps({"items": [fact("I1", "s1")]})))
+    jobs.job_retry_failed(job_id=job.pk)
+    drain(setup, job)
+    job.refresh_from_db()
+    assert job.items_done == 1 and job.items_failed == 0
+    # The retry was fresh: the search went out again too, not only the layout.
+    assert len(setup.fake.requests) == 6 and setup.fake.requests[4].body.get("tools")
+    assert RubricVersion.objects.filter(rubric__question=question, stage=Stage.LLM_DRAFT).exists()
 
 
 def test_build_is_idempotent_and_launches_only_eligible_questions(setup):
@@ -154,15 +168,47 @@ def audit_reply(text: str, failed_url: str | None = None) -> Reply:
     return Reply(text=text, url_context={"urlMetadata": statuses})
 
 
+def verdicts_reply(partial: dict[str, str] | None = None, **verdicts: str) -> Reply:
+    """The audit's second, structured call: `s1="verified - says so"` per snippet."""
+    return Reply(
+        text=json.dumps(
+            {
+                "verdicts": [
+                    {
+                        "id": sid,
+                        "verdict": said.partition(" - ")[0],
+                        "reason": said.partition(" - ")[2] or "per the notes",
+                    }
+                    for sid, said in verdicts.items()
+                ],
+                "partial_coverage": [{"id": k, "missing": v} for k, v in (partial or {}).items()],
+            }
+        )
+    )
+
+
+def audited(
+    text: str = "All three sources say what the snippets say.",
+    failed_url: str | None = None,
+    partial: dict[str, str] | None = None,
+    **verdicts: str,
+) -> tuple[Reply, Reply]:
+    verdicts = verdicts or {"s1": "verified", "s2": "verified", "s3": "verified"}
+    return audit_reply(text, failed_url), verdicts_reply(partial, **verdicts)
+
+
 def test_refine_1_audits_researches_and_rebuilds_a_verified_superset(setup):
     question = make_question()
     draft = build_draft(setup, question)
     setup.fake.requests.clear()
     new = [("Carrots and a bouquet garni go in too.", [1])]
     setup.fake.queue(
-        audit_reply(
-            "s1: verified - says so\ns2: unsupported - not there\ns3: verified\n"
-            "Partial coverage:\nI2 misses carrots"
+        *audited(
+            "s1 checks out; s2 is not on the page; s3 checks out. I2 misses carrots.",
+            partial={"I2": "misses carrots"},
+            s1="verified - says so",
+            s2="unsupported - not there",
+            s3="verified",
         ),
         search_reply(new),
         Reply(
@@ -188,35 +234,42 @@ def test_refine_1_audits_researches_and_rebuilds_a_verified_superset(setup):
     assert refined.meta_rubric["snippets"][2]["text"] == new[0][0]
     result = JobItem.objects.get(job=job).result
     assert result["audit"]["s2"]["status"] == "unsupported"
-    assert result["partial_coverage"] == "I2 misses carrots"
-    audit, research, rebuild = (r.body for r in setup.fake.requests)
+    assert result["audit"]["s2"]["reason"] == "not there"
+    assert result["partial_coverage"] == "I2: misses carrots"
+    audit, structured, research, rebuild = (r.body for r in setup.fake.requests)
     assert audit["tools"] == [{"urlContext": {}}] and research["tools"] == [{"googleSearch": {}}]
+    # The audit's notes are structured by a second call, with a schema and no tools.
+    assert "tools" not in structured
+    assert "verdicts" in structured["generationConfig"]["responseJsonSchema"]["properties"]
+    assert "s2 is not on the page" in structured["contents"][0]["parts"][0]["text"]
     assert "dropped" in rebuild["generationConfig"]["responseJsonSchema"]["properties"]
-    assert "I2 misses carrots" in rebuild["contents"][0]["parts"][0]["text"]
+    assert "I2: misses carrots" in rebuild["contents"][0]["parts"][0]["text"]
 
 
-def test_refine_refuses_to_drop_an_item_silently_but_accepts_a_reason(setup):
+def test_refine_repairs_a_silent_drop_then_fails_but_accepts_a_reason(setup):
     question = make_question()
     build_draft(setup, question)
+    setup.fake.requests.clear()
     rebuilt = {"items": [fact("I1", "s1")], "dropped": []}
-    setup.fake.queue(
-        audit_reply("s1: verified\ns2: verified\ns3: verified"),
-        search_reply(),
-        Reply(text=json.dumps(rebuilt)),
-    )
+    # The same silent drop three times: the answer and both repairs.
+    setup.fake.queue(*audited(), search_reply(), *[Reply(text=json.dumps(rebuilt))] * 3)
     job = llm_jobs.rubric_refine_launch(user=None, round=1)
     drain(setup, job)
     item = JobItem.objects.get(job=job)
-    assert item.status == ItemStatus.FAILED and "without a recorded reason: I2" in item.last_error
+    assert item.status == ItemStatus.FAILED
+    assert "items: the input's I2 is missing" in item.last_error
+    assert json.loads(item.raw_output) == rebuilt  # the last raw answer is kept
     assert not RubricVersion.objects.filter(stage=Stage.LLM_REFINED_1).exists()
+    repair = setup.fake.requests[4].body["contents"]
+    assert [turn["role"] for turn in repair] == ["user", "model", "user"]
+    assert "items: the input's I2 is missing" in repair[2]["parts"][0]["text"]
+    assert len(setup.fake.requests) == 6
 
     rebuilt["dropped"] = [{"id": "I2", "reason": "the garnish varies by recipe"}]
     # Unreachable per the URL context metadata, whatever the model says.
     unreachable = "https://vertexaisearch.cloud.google.com/grounding-api-redirect/1"
     setup.fake.queue(
-        audit_reply("s1: verified\ns2: verified\ns3: verified", unreachable),
-        search_reply(),
-        Reply(text=json.dumps(rebuilt)),
+        *audited(failed_url=unreachable), search_reply(), Reply(text=json.dumps(rebuilt))
     )
     job = llm_jobs.rubric_refine_launch(user=None, round=1, fresh=True)
     drain(setup, job)
@@ -249,7 +302,7 @@ def test_refine_2_sends_the_human_edits_and_is_idempotent(setup):
     question = make_question()
     build_draft(setup, question)
     setup.fake.queue(
-        audit_reply("s1: verified\ns2: verified\ns3: verified"),
+        *audited(),
         search_reply(),
         Reply(text=json.dumps({"items": [fact("I1", "s1"), garnish("s2")]})),
     )
@@ -260,8 +313,9 @@ def test_refine_2_sends_the_human_edits_and_is_idempotent(setup):
     human_round(refined)
     setup.fake.requests.clear()
     garnish_two = {**garnish("s2"), "items": ["lardons", "mushrooms"]}
+    # Round 1 kept s1-s3 and added s4-s6 from its research: each gets its verdict.
     setup.fake.queue(
-        audit_reply("s1: verified\ns2: verified"),
+        *audited(**{f"s{n}": "verified" for n in range(1, 7)}),
         search_reply(),
         Reply(
             text=json.dumps(
@@ -277,7 +331,7 @@ def test_refine_2_sends_the_human_edits_and_is_idempotent(setup):
     job = llm_jobs.rubric_refine_launch(user=None, round=2)
     drain(setup, job)
     assert job.items_done == 1, jobs.job_progress(job)["failures"]
-    prompt = setup.fake.requests[2].body["contents"][0]["parts"][0]["text"]
+    prompt = setup.fake.requests[3].body["contents"][0]["parts"][0]["text"]
     assert "I1 [answer_critical, edited] The beef is braised in Burgundy wine." in prompt
     assert "- I2.item3 [valuable]" in prompt  # the deleted check, listed with its reason
     assert "reason: pearl onions are optional" in prompt
@@ -295,3 +349,100 @@ def test_refine_2_sends_the_human_edits_and_is_idempotent(setup):
     )
     drain(setup, again)
     assert again.items_done == 1 and len(setup.fake.requests) == calls
+
+
+def test_audit_notes_without_verdict_lines_keep_every_verified_snippet(setup):
+    # Seen with a real model: notes in headings and prose, no "sN: verdict" line. The second,
+    # structured call gives the verdicts; a reply leaving a snippet out is repaired first.
+    question = make_question()
+    build_draft(setup, question)
+    setup.fake.requests.clear()
+    notes = "## Findings\nEvery source was opened and says what its snippet says."
+    setup.fake.queue(
+        audit_reply(notes),
+        verdicts_reply(s1="verified", s3="verified"),
+        verdicts_reply(s1="verified", s2="verified", s3="verified"),
+        search_reply([("Carrots go in too.", [1])]),
+        Reply(text=json.dumps({"items": [fact("I1", "s1"), garnish("s2", "s3")], "dropped": []})),
+    )
+    job = llm_jobs.rubric_refine_launch(user=None, round=1)
+    drain(setup, job)
+    assert job.items_done == 1, jobs.job_progress(job)["failures"]
+    refined = RubricVersion.objects.get(rubric__question=question, stage=Stage.LLM_REFINED_1)
+    assert [s["id"] for s in refined.meta_rubric["snippets"]] == ["s1", "s2", "s3", "s4"]
+    repair = setup.fake.requests[2].body["contents"]
+    assert "verdicts: no verdict for s2" in repair[-1]["parts"][0]["text"]
+    assert JobItem.objects.get(job=job).result["audit"]["s2"] == {
+        "status": "verified",
+        "reason": "per the notes",
+    }
+
+
+def test_a_rebuild_citing_dropped_evidence_is_repaired(setup):
+    question = make_question()
+    build_draft(setup, question)
+    setup.fake.requests.clear()
+    setup.fake.queue(
+        *audited(s1="verified", s2="unsupported - the page says nothing of lardons", s3="verified"),
+        search_reply([("Carrots go in too.", [1])]),
+        # Cites s2, which the audit took out: the compiler's unknown id, sent back.
+        Reply(text=json.dumps({"items": [fact("I1", "s1"), garnish("s2")], "dropped": []})),
+        Reply(text=json.dumps({"items": [fact("I1", "s1"), garnish("s3")], "dropped": []})),
+    )
+    job = llm_jobs.rubric_refine_launch(user=None, round=1)
+    drain(setup, job)
+    assert job.items_done == 1, jobs.job_progress(job)["failures"]
+    refined = RubricVersion.objects.get(rubric__question=question, stage=Stage.LLM_REFINED_1)
+    assert [s["id"] for s in refined.meta_rubric["snippets"]] == ["s1", "s3", "s4"]
+    assert (
+        "items[1].snippets[0]" in setup.fake.requests[-1].body["contents"][-1]["parts"][0]["text"]
+    )
+    # The snippet that left has its verdict and reason on record.
+    assert JobItem.objects.get(job=job).result["audit"]["s2"] == {
+        "status": "unsupported",
+        "reason": "the page says nothing of lardons",
+    }
+
+
+def test_lost_evidence_names_a_snippet_leaving_without_a_recorded_verdict():
+    old = [
+        {"id": "s1", "url": "u", "title": "t", "text": "a"},
+        {"id": "s2", "url": "u", "title": "t", "text": "b"},
+    ]
+    verdicts = {
+        "s1": {"status": "verified", "reason": "ok"},
+        "s2": {"status": "unsupported", "reason": "not there"},
+    }
+    assert llm_jobs.lost_evidence(old, old[:1], verdicts) == []
+    assert llm_jobs.lost_evidence(old, [], verdicts) == ["s1"]  # verified, yet gone
+    assert llm_jobs.lost_evidence(
+        old, old[:1], {**verdicts, "s2": {"status": "unsupported", "reason": ""}}
+    ) == ["s2"]
+    changed = [{**old[0], "text": "something else"}]
+    assert llm_jobs.lost_evidence(old, changed, verdicts) == ["s1"]
+
+
+def test_build_recovers_from_rule_breaking_answers_and_caches_none(setup):
+    # About a third of the layouts break the compiler's rules (a duplicate item id, an
+    # unknown snippet id): the repairs recover them, and no such answer is ever cached as ok.
+    questions = [make_question(f"img-{n}") for n in range(6)]
+    layout = Reply(text=json.dumps({"items": [fact("I1", "s1"), garnish("s2", "s3")]}))
+
+    def respond(recorded):
+        return search_reply() if recorded.body.get("tools") else layout
+
+    setup.fake.responder = respond
+    setup.fake.inject("rule_breaking", rate=0.3, seed=3)
+    job = llm_jobs.rubric_build_launch(user=None)
+    drain(setup, job)
+    assert job.items_done == len(questions), jobs.job_progress(job)["failures"]
+    assert setup.fake.injected["rule_breaking"] > 0
+    from llm.models import LedgerEntry, Outcome
+
+    layouts = LedgerEntry.objects.filter(stage="rubric_layout")
+    assert layouts.filter(outcome=Outcome.INVALID_OUTPUT).exists()
+    assert layouts.filter(outcome=Outcome.OK, is_repair=True).exists()
+    for row in layouts.filter(outcome=Outcome.OK):
+        assert "s999" not in row.raw_output
+    for row in layouts.filter(outcome=Outcome.INVALID_OUTPUT):
+        assert "s999" in row.raw_output and "unknown snippet" in row.error
