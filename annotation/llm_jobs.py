@@ -368,6 +368,7 @@ async def generate(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | di
         stage=GENERATE,
         template_name=setup.prompt.name,
         template_version=str(setup.prompt.version),
+        fresh=bool(context.params.get("fresh")),
         job_id=context.job_id,
     )
     if not call.ok or not isinstance(call.output, GeneratedQuestions):
@@ -404,6 +405,7 @@ async def guard(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
         stage=GUARD,
         template_name=setup.prompt.name,
         template_version=str(setup.prompt.version),
+        fresh=bool(context.params.get("fresh")),
         job_id=context.job_id,
     )
     if not call.ok or not isinstance(call.output, GuardOutput):
@@ -441,7 +443,9 @@ def configured_model(setting: str) -> LLMModel:
     return model
 
 
-def _launch(*, kind: str, setting: str, prompt_name: str, images: Any, user: Any) -> Job:
+def _launch(
+    *, kind: str, setting: str, prompt_name: str, images: Any, user: Any, fresh: bool = False
+) -> Job:
     model = configured_model(setting)
     prompt = load_prompt(prompt_name)
     items = [
@@ -454,11 +458,11 @@ def _launch(*, kind: str, setting: str, prompt_name: str, images: Any, user: Any
         kind=kind,
         items=items,
         user=user,
-        params={"model": model.name, "prompt_version": prompt.version},
+        params={"model": model.name, "prompt_version": prompt.version, "fresh": fresh},
     )
 
 
-def generation_launch(*, user: Any, image_ids: list[int] | None = None) -> Job:
+def generation_launch(*, user: Any, image_ids: list[int] | None = None, fresh: bool = False) -> Job:
     """Generate candidates for the chosen images (those without a question), or for every
     image that needs candidates."""
     return _launch(
@@ -467,10 +471,11 @@ def generation_launch(*, user: Any, image_ids: list[int] | None = None) -> Job:
         prompt_name="generate_candidates",
         images=_generation_images(image_ids),
         user=user,
+        fresh=fresh,
     )
 
 
-def guard_launch(*, user: Any, image_ids: list[int] | None = None) -> Job:
+def guard_launch(*, user: Any, image_ids: list[int] | None = None, fresh: bool = False) -> Job:
     """Run the guard over the chosen images, or every image with accepted candidates and no
     question (images without accepted candidates have nothing to guard and are left out)."""
     return _launch(
@@ -479,6 +484,7 @@ def guard_launch(*, user: Any, image_ids: list[int] | None = None) -> Job:
         prompt_name="guard",
         images=_guard_images(image_ids),
         user=user,
+        fresh=fresh,
     )
 
 
@@ -558,7 +564,9 @@ register_launcher(
     kind=GENERATE,
     order=10,
     scope_noun="images",
-    launch=lambda *, user, ids=None: generation_launch(user=user, image_ids=ids),
+    launch=lambda *, user, ids=None, fresh=False: generation_launch(
+        user=user, image_ids=ids, fresh=fresh
+    ),
     eligible=lambda ids=None: _generation_images(ids).count(),
     resolve=_resolve_images,
     model=lambda: configured_model("LLM_MODEL_GENERATION"),
@@ -573,7 +581,9 @@ register_launcher(
     kind=GUARD,
     order=20,
     scope_noun="images",
-    launch=lambda *, user, ids=None: guard_launch(user=user, image_ids=ids),
+    launch=lambda *, user, ids=None, fresh=False: guard_launch(
+        user=user, image_ids=ids, fresh=fresh
+    ),
     eligible=lambda ids=None: _guard_images(ids).count(),
     resolve=_resolve_images,
     model=lambda: configured_model("LLM_MODEL_GUARD"),

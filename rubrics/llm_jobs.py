@@ -454,7 +454,7 @@ def rubric_model() -> LLMModel:
         raise JobError(f"LLM_MODEL_RUBRICS names {name!r}, but no LLM model has that name.")
     if not model.active:
         raise JobError(f"The rubric model {name!r} is switched off.")
-    if model.provider != Provider.GEMINI:
+    if model.provider not in (Provider.GEMINI, Provider.DEMO):
         raise JobError(f"The rubric model {name!r} must be a Gemini model (search grounding).")
     return model
 
@@ -575,7 +575,9 @@ register_launcher(
     kind=BUILD,
     order=30,
     scope_noun="questions",
-    launch=lambda *, user, ids=None: rubric_build_launch(user=user, question_ids=ids),
+    launch=lambda *, user, ids=None, fresh=False: rubric_build_launch(
+        user=user, question_ids=ids, fresh=fresh
+    ),
     eligible=lambda ids=None: len(eligible_for_build(ids)),
     resolve=_resolve_questions,
     model=rubric_model,
@@ -591,8 +593,8 @@ for _round in REFINED_STAGE:
         kind=REFINE,
         order=40 + _round,
         scope_noun="questions",
-        launch=lambda *, user, ids=None, round_=_round: rubric_refine_launch(
-            user=user, round=round_, question_ids=ids
+        launch=lambda *, user, ids=None, fresh=False, round_=_round: rubric_refine_launch(
+            user=user, round=round_, question_ids=ids, fresh=fresh
         ),
         eligible=lambda ids=None, round_=_round: len(eligible_for_refine(round_, ids)),
         resolve=_resolve_questions,

@@ -1,0 +1,56 @@
+"""The demo's LLM models (provider `demo`: llm/demo_provider.py), importable without Django so
+that `make run` can name them in the environment before Django starts.
+
+`make run` points each construction stage's setting at its demo model only when the
+environment does not name a model already: a real model configured for a stage always wins.
+Every name starts with `demo-`, which is how they are labelled wherever a model name shows.
+"""
+
+from __future__ import annotations
+
+# setting -> the demo LLM model that `make run` gives it when the environment names none
+DEMO_STAGE_MODELS = {
+    "LLM_MODEL_GENERATION": "demo-generator",
+    "LLM_MODEL_GUARD": "demo-guard",
+    "LLM_MODEL_RUBRICS": "demo-rubric-writer",
+}
+DEMO_ANSWERER = "demo-answerer"  # the LLM model the demo evaluated model calls
+DEMO_JUDGE_LLM = "demo-judge-llm"  # the LLM model the demo judge calls
+DEMO_EVALUATED_MODEL = "demo-model-live"  # answers collected through the demo provider
+DEMO_JUDGE = "demo-judge-live"  # grades through the demo provider
+DEMO_DELAY_SECONDS = 0.3
+
+
+def demo_llm_models() -> list[str]:
+    """Create the demo LLM models, the demo evaluated model and the demo judge that call them.
+    Idempotent: an existing row of the same name is left as it is. Returns what it created."""
+    from judging.models import EvaluatedModel, Judge
+
+    from .models import LLMModel, Provider
+
+    created = []
+    models = {}
+    for name in [*DEMO_STAGE_MODELS.values(), DEMO_ANSWERER, DEMO_JUDGE_LLM]:
+        models[name], new = LLMModel.objects.get_or_create(
+            name=name,
+            defaults={
+                "provider": Provider.DEMO,
+                "model": "demo",
+                "parameters": {"demo_delay_seconds": DEMO_DELAY_SECONDS},
+                "requests_per_minute": 0,
+            },
+        )
+        if new:
+            created.append(name)
+    _, new = EvaluatedModel.objects.get_or_create(
+        name=DEMO_EVALUATED_MODEL,
+        defaults={"provider": "demo", "model_name": "demo", "llm_model": models[DEMO_ANSWERER]},
+    )
+    if new:
+        created.append(DEMO_EVALUATED_MODEL)
+    _, new = Judge.objects.get_or_create(
+        name=DEMO_JUDGE, defaults={"llm_model": models[DEMO_JUDGE_LLM]}
+    )
+    if new:
+        created.append(DEMO_JUDGE)
+    return created
