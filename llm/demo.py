@@ -1,8 +1,10 @@
 """The demo's LLM models (provider `demo`: llm/demo_provider.py), importable without Django so
 that `make run` can name them in the environment before Django starts.
 
-`make run` points each construction stage's setting at its demo model only when the
-environment does not name a model already: a real model configured for a stage always wins.
+A construction stage whose setting names no model uses its demo model, in development only and
+only once load_demo has made it (`stage_model_name`): a real model configured for a stage
+always wins, and production never falls back. So `make run`, and any `manage.py launch_job` run
+beside it, can launch every stage offline without setting anything.
 Every name starts with `demo-`, which is how they are labelled wherever a model name shows.
 """
 
@@ -19,6 +21,20 @@ DEMO_JUDGE_LLM = "demo-judge-llm"  # the LLM model the demo judge calls
 DEMO_EVALUATED_MODEL = "demo-model-live"  # answers collected through the demo provider
 DEMO_JUDGE = "demo-judge-live"  # grades through the demo provider
 DEMO_DELAY_SECONDS = 0.3
+
+
+def stage_model_name(setting: str) -> str:
+    """The LLM model name a construction stage uses: what its setting names; when it names
+    none, in development, the stage's demo model if load_demo made it; else ""."""
+    from django.conf import settings
+
+    name = getattr(settings, setting, "") or ""
+    if name or settings.PRODUCTION or setting not in DEMO_STAGE_MODELS:
+        return name
+    from .models import LLMModel, Provider
+
+    demo = DEMO_STAGE_MODELS[setting]
+    return demo if LLMModel.objects.filter(name=demo, provider=Provider.DEMO).exists() else ""
 
 
 def demo_llm_models() -> list[str]:

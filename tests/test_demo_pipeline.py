@@ -32,16 +32,16 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def demo(settings, monkeypatch):
-    """The demo data and its LLM models, each stage's setting naming its demo model (what
-    `make run` puts in the environment), without the demo's delay."""
+    """The demo data and its LLM models, as after `make run`: no stage's setting names a model,
+    so each stage uses its demo model; without the demo's delay."""
     from llm.tasks import run_job_chunk
 
     monkeypatch.setattr(
         run_job_chunk, "delay_on_commit", lambda job_id: transaction.on_commit(lambda: None)
     )
     call_command("load_demo", stdout=StringIO())
-    for setting, name in DEMO_STAGE_MODELS.items():
-        setattr(settings, setting, name)
+    for setting in DEMO_STAGE_MODELS:
+        setattr(settings, setting, "")
     LLMModel.objects.filter(provider=Provider.DEMO).update(parameters={"demo_delay_seconds": 0})
 
 
@@ -162,6 +162,14 @@ def _wait(*args: str) -> str:
     return out.getvalue()
 
 
+def test_production_never_falls_back_to_a_demo_model(demo, settings):
+    settings.PRODUCTION = True
+    for stage in ("generate", "build"):
+        with pytest.raises(CommandError, match="No model is configured") as refused:
+            call_command("launch_job", stage, "--all", stdout=StringIO())
+        assert refused.value.returncode == 2
+
+
 def test_wait_reports_the_job_and_exits_0_when_every_item_is_done(worker):
     out = _wait("generate", "--ids", "demo-hubble", "demo-chelsea")
     assert "2 done, 0 failed of 2" in out
@@ -169,8 +177,10 @@ def test_wait_reports_the_job_and_exits_0_when_every_item_is_done(worker):
 
 
 def test_wait_lists_the_failed_items_and_exits_1(worker, settings):
-    # Production refuses the demo provider: each call is refused, each item fails.
+    # A demo model named in production settings: the gateway refuses to call it, so each
+    # item fails (and says why).
     settings.PRODUCTION = True
+    settings.LLM_MODEL_GENERATION = "demo-generator"
     out = StringIO()
     with pytest.raises(CommandError) as failed:
         call_command(
