@@ -259,3 +259,22 @@ def test_fresh_reaches_the_job_and_its_calls(demo):
     assert [
         LedgerEntry.objects.filter(job_id=job.pk).count() for job in (first, cached, fresh)
     ] == [1, 0, 1]
+
+
+def test_the_pages_label_the_demo_models(demo, client):
+    client.force_login(User.objects.get(username="admin"))
+    estimate = client.post("/jobs/estimate/", {"launcher": "generate", "scope": "all"})
+    assert 'data-testid="demo-model"' in estimate.content.decode()
+    runs = client.get("/judging/runs/").content.decode()
+    assert runs.count('<span class="badge demo">demo</span>') == 2  # the model and the judge
+    judged = client.post(
+        "/judging/runs/estimate/",
+        {"what": "collect", "collect-model": demo_model_pk(), "collect-setting": "multimodal"},
+    )
+    assert 'data-testid="demo-model"' in judged.content.decode()
+
+
+def demo_model_pk() -> int:
+    from judging.models import EvaluatedModel
+
+    return EvaluatedModel.objects.get(name=DEMO_EVALUATED_MODEL).pk
