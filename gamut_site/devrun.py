@@ -152,13 +152,20 @@ def serve(start, children: list[subprocess.Popen], demo_models: dict[str, str]) 
         role = "admin" if staff else ", ".join(groups)
         print(f"    {username:<7} {username + DEMO_PASSWORD_SUFFIX:<18} {role}")
     if demo_models:
-        print("\n  LLM stages on the offline **demo** provider (canned answers, no key needed):")
-        for setting, name in demo_models.items():
-            print(f"    {setting}={name}")
-        print("  Set a real model in the environment to use it instead; launch a stage from")
         print(
-            f"  http://{HOST}:{PORT}/jobs/ or: .venv/bin/python manage.py launch_job generate "
-            "--all --wait"
+            "\n  No model is set for these LLM stages, so they use the offline **demo** "
+            "provider\n  (canned answers, no key, no network):"
+        )
+        for setting, name in demo_models.items():
+            print(f"    {setting} unset: {name}")
+        print("  Set a real model in the environment to use it instead. Launch a stage from")
+        print(
+            f"  http://{HOST}:{PORT}/jobs/ or from another shell (the worker listens on "
+            "this Redis):"
+        )
+        print(
+            f"    REDIS_URL=redis://127.0.0.1:{REDIS_PORT}/0 .venv/bin/python manage.py "
+            "launch_job generate --all --wait"
         )
     print(f"\n  API docs: http://{HOST}:{PORT}/api/docs/   Ctrl-C stops everything.\n")
     while True:

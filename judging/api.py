@@ -543,4 +543,5 @@ def run_launch_view(request: Request) -> Response:
         job = run_launch(user=request.user, what=data["what"], data=data)
     except JobError as exc:
         return refused(str(exc), "what", code=409)
+    job.refresh_from_db()  # a worker may have claimed items since the commit: one state shown
     return Response({"job": job_dict(job), "estimate": estimate}, status=201)

@@ -309,6 +309,7 @@ def job_launch(request: Request) -> Response:
         job = launcher.launch(user=request.user, ids=scope.ids, fresh=data["fresh"])
     except jobs.JobError as exc:
         return refused(str(exc), "stage", code=409)
+    job.refresh_from_db()  # a worker may have claimed items since the commit: one state shown
     return Response({"job": job_dict(job), "estimate": estimate}, status=status.HTTP_201_CREATED)
 
 
