@@ -51,7 +51,9 @@ def demo_llm_models() -> list[str]:
             name=name,
             defaults={
                 "provider": Provider.DEMO,
-                "model": "demo",
+                # Its own provider model name: the judges' report matches a judge to the model
+                # it judges by that name, and the demo judge does not judge itself.
+                "model": name,
                 "parameters": {"demo_delay_seconds": DEMO_DELAY_SECONDS},
                 "requests_per_minute": 0,
             },
@@ -60,7 +62,11 @@ def demo_llm_models() -> list[str]:
             created.append(name)
     _, new = EvaluatedModel.objects.get_or_create(
         name=DEMO_EVALUATED_MODEL,
-        defaults={"provider": "demo", "model_name": "demo", "llm_model": models[DEMO_ANSWERER]},
+        defaults={
+            "provider": "demo",
+            "model_name": DEMO_ANSWERER,
+            "llm_model": models[DEMO_ANSWERER],
+        },
     )
     if new:
         created.append(DEMO_EVALUATED_MODEL)

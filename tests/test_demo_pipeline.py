@@ -119,9 +119,18 @@ def test_every_stage_runs_to_its_end_on_the_demo_provider(demo):
         (DEMO_EVALUATED_MODEL, 2)
     ]
     # Every call went to the demo provider, and the ledger says so.
-    assert set(LedgerEntry.objects.values_list("provider", "model", "model_version")) == {
-        (Provider.DEMO, "demo", "demo")
+    assert set(LedgerEntry.objects.values_list("provider", "model_version")) == {
+        (Provider.DEMO, "demo")
     }
+    assert set(LedgerEntry.objects.values_list("model", flat=True)) == {
+        *DEMO_STAGE_MODELS.values(),
+        "demo-answerer",
+        "demo-judge-llm",
+    }
+    # The demo judge is not taken for the demo model's own judge (no self-preference).
+    from judging.reports import _own_models
+
+    assert DEMO_EVALUATED_MODEL not in _own_models([judge]).get(DEMO_JUDGE, [])
 
 
 def test_load_demo_twice_keeps_the_llm_models_and_never_touches_the_settings(demo, settings):
