@@ -259,6 +259,14 @@ def test_estimate_only_prints_the_estimate_and_launches_nothing(demo):
     assert not Job.objects.exists()
 
 
+def test_a_filter_scope_from_the_command_line(demo):
+    out = StringIO()
+    call_command(
+        "launch_job", "generate", "--domain", "places", "--state", "all_discarded", stdout=out
+    )
+    assert list(Job.objects.get().items.values_list("key", flat=True)) == ["demo-hubble"]
+
+
 def test_fresh_reaches_the_job_and_its_calls(demo):
     first = launch_and_drain("generate", "--ids", "demo-chelsea")
     cached = launch_and_drain("generate", "--ids", "demo-chelsea")
