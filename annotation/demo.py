@@ -84,3 +84,9 @@ DEMO_IMAGES = [
         ],
     ),
 ]
+
+# Demo reviews left for the LLM stages (load_demo): an image whose first question two
+# annotators accepted (for the guard), and one whose questions were all discarded (for
+# generation).
+DEMO_AWAITING_GUARD = "demo-rocket"
+DEMO_NEEDING_CANDIDATES = "demo-hubble"

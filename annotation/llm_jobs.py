@@ -20,12 +20,12 @@ from datetime import datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 from pydantic import BaseModel, Field, field_validator
 
+from llm.demo import stage_model_name
 from llm.gateway import CallResult, Check, Gateway, ImagePart
 from llm.jobs import (
     ACTIVE,
@@ -419,8 +419,9 @@ register_kind(GUARD, guard, chunk_size=20, concurrency=8)
 
 
 def configured_model(setting: str) -> LLMModel:
-    """The model a stage's setting names; refuses clearly when there is none to use."""
-    name = getattr(settings, setting, "") or ""
+    """The model a stage's setting names (in development, without one: the stage's demo
+    model, see llm/demo.py); refuses clearly when there is none to use."""
+    name = stage_model_name(setting)
     if not name:
         raise JobError(
             f"No model is configured for this stage: set {setting} to the name of "

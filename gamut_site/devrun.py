@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,6 +51,18 @@ def wait_for(port: int, what: str, seconds: float = 20) -> None:
     sys.exit(f"{what} did not start on port {port} within {seconds:.0f} s")
 
 
+def demo_stage_models(environ: Mapping[str, str]) -> dict[str, str]:
+    """The demo LLM models (provider `demo`, offline) that the stages the environment names no
+    model for will use (llm/demo.py: stage_model_name); a real model named always wins."""
+    from llm.demo import DEMO_STAGE_MODELS
+
+    return {
+        setting: name
+        for setting, name in DEMO_STAGE_MODELS.items()
+        if not environ.get(setting) and not environ.get(f"{setting}_FILE")
+    }
+
+
 def main() -> None:
     if port_open(PORT, HOST):
         sys.exit(f"Port {PORT} is taken: stop what runs there or set GAMUT_PORT.")
@@ -71,7 +84,7 @@ def main() -> None:
 
     signal.signal(signal.SIGTERM, interrupted)
     try:
-        serve(start, children)
+        serve(start, children, demo_stage_models(os.environ))
     except KeyboardInterrupt:
         print("\nStopping the web server, the worker and Redis ...")
     finally:
@@ -85,7 +98,7 @@ def main() -> None:
                 os.killpg(proc.pid, signal.SIGKILL)
 
 
-def serve(start, children: list[subprocess.Popen]) -> None:
+def serve(start, children: list[subprocess.Popen], demo_models: dict[str, str]) -> None:
     python = sys.executable
     manage = [python, str(ROOT / "manage.py")]
     if port_open(REDIS_PORT):
@@ -138,6 +151,22 @@ def serve(start, children: list[subprocess.Popen]) -> None:
     for username, groups, staff in DEMO_USERS:
         role = "admin" if staff else ", ".join(groups)
         print(f"    {username:<7} {username + DEMO_PASSWORD_SUFFIX:<18} {role}")
+    if demo_models:
+        print(
+            "\n  No model is set for these LLM stages, so they use the offline **demo** "
+            "provider\n  (canned answers, no key, no network):"
+        )
+        for setting, name in demo_models.items():
+            print(f"    {setting} unset: {name}")
+        print("  Set a real model in the environment to use it instead. Launch a stage from")
+        print(
+            f"  http://{HOST}:{PORT}/jobs/ or from another shell (the worker listens on "
+            "this Redis):"
+        )
+        print(
+            f"    REDIS_URL=redis://127.0.0.1:{REDIS_PORT}/0 .venv/bin/python manage.py "
+            "launch_job generate --all --wait"
+        )
     print(f"\n  API docs: http://{HOST}:{PORT}/api/docs/   Ctrl-C stops everything.\n")
     while True:
         for proc in children:

@@ -11,6 +11,7 @@ from judging import views_analysis as results_views
 from judging import views_checks as judging_checks
 from judging import views_runs as judging_runs
 from judging import views_spot as judging_spot
+from llm import api as llm_api
 from llm import views as llm_views
 from rubrics import api as rubrics_api
 from rubrics import views as rubric_views
@@ -131,6 +132,49 @@ urlpatterns = [
         "api/leaderboard/questions/<str:source_id>/",
         judging_api.question_detail,
         name="api_results_question",
+    ),
+    path("api/jobs/", llm_api.job_list, name="api_jobs"),
+    path("api/jobs/stages/", llm_api.stage_list, name="api_job_stages"),
+    path("api/jobs/estimate/", llm_api.job_estimate, name="api_job_estimate"),
+    path("api/jobs/launch/", llm_api.job_launch, name="api_job_launch"),
+    path("api/jobs/<int:job_id>/", llm_api.job_detail, name="api_job"),
+    path("api/jobs/<int:job_id>/cancel/", llm_api.job_cancel, name="api_job_cancel"),
+    path("api/jobs/<int:job_id>/retry/", llm_api.job_retry, name="api_job_retry"),
+    path(
+        "api/judging/runs/estimate/", judging_api.run_estimate_view, name="api_judging_run_estimate"
+    ),
+    path("api/judging/runs/launch/", judging_api.run_launch_view, name="api_judging_run_launch"),
+    # The rubric workspace's edits (the draft's revision is the optimistic lock).
+    path("api/rubrics/claim/", rubrics_api.workspace_claim, name="api_rubric_claim"),
+    path(
+        "api/rubrics/versions/<int:version_id>/",
+        rubrics_api.workspace_detail,
+        name="api_rubric_version",
+    ),
+    path(
+        "api/rubrics/versions/<int:version_id>/checks/",
+        rubrics_api.workspace_check_add,
+        name="api_rubric_check_add",
+    ),
+    path(
+        "api/rubrics/versions/<int:version_id>/checks/<int:check_pk>/",
+        rubrics_api.workspace_check_change,
+        name="api_rubric_check",
+    ),
+    path(
+        "api/rubrics/versions/<int:version_id>/checks/<int:check_pk>/restore/",
+        rubrics_api.workspace_check_restore,
+        name="api_rubric_check_restore",
+    ),
+    path(
+        "api/rubrics/versions/<int:version_id>/checks/<int:check_pk>/move/",
+        rubrics_api.workspace_check_move,
+        name="api_rubric_check_move",
+    ),
+    path(
+        "api/rubrics/versions/<int:version_id>/complete/",
+        rubrics_api.workspace_complete,
+        name="api_rubric_complete",
     ),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # Swagger UI (served from the sidecar wheel) styles itself inline; its page alone allows that.

@@ -59,20 +59,25 @@ class _Scoped(forms.Form):
     )
 
     def clean_ids(self) -> list[int] | None:
-        chosen = parse_ids(self.cleaned_data.get("ids") or "")
-        if not chosen:
-            return None
-        found = dict(
-            FinalQuestion.objects.filter(image__source_id__in=chosen).values_list(
-                "image__source_id", "pk"
-            )
+        return question_ids(parse_ids(self.cleaned_data.get("ids") or ""))
+
+
+def question_ids(chosen: list[str]) -> list[int] | None:
+    """The final questions of the chosen images' source ids (None: no choice, every one);
+    the page and the API refuse unknown ones in the same words."""
+    if not chosen:
+        return None
+    found = dict(
+        FinalQuestion.objects.filter(image__source_id__in=chosen).values_list(
+            "image__source_id", "pk"
         )
-        unknown = [source_id for source_id in chosen if source_id not in found]
-        if unknown:
-            raise forms.ValidationError(
-                f"No final question for {len(unknown)} source id(s): {', '.join(unknown)}"
-            )
-        return list(found.values())
+    )
+    unknown = [source_id for source_id in chosen if source_id not in found]
+    if unknown:
+        raise forms.ValidationError(
+            f"No final question for {len(unknown)} source id(s): {', '.join(unknown)}"
+        )
+    return list(found.values())
 
 
 class CollectForm(_Scoped):
@@ -140,7 +145,7 @@ def _cost(model: LLMModel, tokens_in: int, tokens_out: int) -> Decimal:
     ) / MILLION
 
 
-def _estimate(what: str, data: dict[str, Any]) -> Estimate:
+def run_estimate(what: str, data: dict[str, Any]) -> Estimate:
     """Raises JobError when nothing would be launched or no model can be called."""
     if what == "collect":
         evaluated: EvaluatedModel = data["model"]
@@ -251,7 +256,7 @@ def runs_estimate(request: HttpRequest) -> HttpResponse:
     }
     if form.is_valid():
         try:
-            est["estimate"] = _estimate(what, form.cleaned_data)
+            est["estimate"] = run_estimate(what, form.cleaned_data)
         except JobError as exc:
             est["error"] = str(exc)
     if request.htmx:
@@ -266,29 +271,33 @@ def runs_launch(request: HttpRequest) -> HttpResponse:
     what, form = _bound(request)
     if not form.is_valid():
         return render(request, "judging/runs.html", _context({what: form}), status=400)
-    data = form.cleaned_data
     try:
-        if what == "collect":
-            job = llm_jobs.collect_launch(
-                user=request.user,
-                evaluated=data["model"],
-                setting=data["setting"],
-                question_ids=data["ids"],
-                fresh=data["fresh"],
-            )
-        else:
-            job = llm_jobs.judge_launch(
-                user=request.user,
-                judge=data["judge"],
-                model_ids=_ids(data["models"]),
-                settings=data["settings"] or None,
-                question_ids=data["ids"],
-                fresh=data["fresh"],
-                batch=data["batch"],
-                batch_responses=BATCH_RESPONSES,
-            )
+        job = run_launch(user=request.user, what=what, data=form.cleaned_data)
     except JobError as exc:
         messages.error(request, str(exc))
         return redirect("judging_runs")
     messages.success(request, f"Job {job.pk} launched with {job.items_total} item(s).")
     return redirect("job", job_id=job.pk)
+
+
+def run_launch(*, user: Any, what: str, data: dict[str, Any]) -> Job:
+    """Launch what a validated form (or the API's serializer, same fields) asks for: the
+    page, the API and `launch_job` all launch through this."""
+    if what == "collect":
+        return llm_jobs.collect_launch(
+            user=user,
+            evaluated=data["model"],
+            setting=data["setting"],
+            question_ids=data["ids"],
+            fresh=data["fresh"],
+        )
+    return llm_jobs.judge_launch(
+        user=user,
+        judge=data["judge"],
+        model_ids=_ids(data["models"]),
+        settings=data["settings"] or None,
+        question_ids=data["ids"],
+        fresh=data["fresh"],
+        batch=data["batch"],
+        batch_responses=BATCH_RESPONSES,
+    )

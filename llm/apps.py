@@ -9,3 +9,7 @@ class LlmConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "llm"
     verbose_name = "LLM gateway"
+
+    def ready(self) -> None:
+        # The demo provider registers itself as llm/providers.py's real ones do.
+        from . import demo_provider  # noqa: F401

@@ -221,3 +221,31 @@ def _filtered(launcher: Launcher, domain: str, state: str) -> Scope:
         return refused(f"Unknown domain {domain!r}.")
     ids = launcher.select(domain=domain or None, state=state or None)
     return Scope(ids=list(ids), chosen=[], unknown=[], domain=domain, state=state)
+
+
+def scope_error(launcher: Launcher, scope: Scope) -> str:
+    """Why a launch or an estimate of `scope` is refused ("" when it is not): the same words
+    on the console, over the API and from `launch_job`."""
+    if scope.error:
+        return scope.error
+    if scope.unknown:
+        return f"Unknown for {launcher.label} ({len(scope.unknown)}): " + ", ".join(scope.unknown)
+    return ""
+
+
+def scope_estimate(launcher: Launcher, scope: Scope) -> tuple[Estimate, int, int]:
+    """(the estimate, source ids matched, of those left out as not eligible) of launching
+    `launcher` on `scope`; raises JobError when nothing would be launched or there is no model
+    to use. The console, the API and `launch_job` all estimate through this."""
+    from .jobs import JobError  # jobs imports the gateway; this module stays light
+
+    error = scope_error(launcher, scope)
+    if error:
+        raise JobError(error)
+    model = launcher.model()
+    items = launcher.eligible(scope.ids)
+    if not items:
+        raise JobError(f"Nothing in this scope is eligible for {launcher.label}.")
+    matched = len(scope.ids) if scope.ids is not None else 0
+    skipped = matched - items if scope.ids is not None else 0
+    return estimate(launcher, items, model), matched, skipped

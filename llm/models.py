@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
@@ -16,6 +18,8 @@ from django.utils import timezone
 class Provider(models.TextChoices):
     GEMINI = "gemini", "Gemini (google-genai)"
     OPENAI = "openai", "OpenAI-compatible (vLLM, Ollama, hosted)"
+    # Canned answers made offline (llm/demo_provider.py), for `make run`; production refuses it.
+    DEMO = "demo", "demo (offline canned answers, no model)"
 
 
 class Outcome(models.TextChoices):
@@ -53,6 +57,21 @@ class LLMModel(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.provider}: {self.model})"
+
+    @property
+    def is_demo(self) -> bool:
+        return self.provider == Provider.DEMO
+
+    def clean(self) -> None:
+        # The admin's form: a demo model is refused where real work runs (the gateway refuses
+        # to call one there as well, for rows made some other way).
+        if self.provider == Provider.DEMO and settings.PRODUCTION:
+            raise ValidationError(
+                {
+                    "provider": "The demo provider is refused in production: "
+                    "it answers with canned text, not a model."
+                }
+            )
 
 
 class LedgerEntry(models.Model):

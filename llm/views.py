@@ -245,13 +245,8 @@ def _scope(
         domain=request.POST.get("domain", ""),
         state=request.POST.get("state", ""),
     )
-    if scope.error:
-        return None, scope.error
-    if scope.unknown:
-        return None, (
-            f"Unknown for {launcher.label} ({len(scope.unknown)}): " + ", ".join(scope.unknown)
-        )
-    return scope, ""
+    error = launchers.scope_error(launcher, scope)
+    return (None, error) if error else (scope, "")
 
 
 def _estimate(request: HttpRequest, launcher: launchers.Launcher) -> dict[str, Any]:
@@ -270,17 +265,9 @@ def _estimate(request: HttpRequest, launcher: launchers.Launcher) -> dict[str, A
     if scope is None:
         return est
     try:
-        model = launcher.model()
+        est["estimate"], est["matched"], est["skipped"] = launchers.scope_estimate(launcher, scope)
     except jobs.JobError as exc:
         est["error"] = str(exc)
-        return est
-    items = launcher.eligible(scope.ids)
-    if not items:
-        est["error"] = f"Nothing in this scope is eligible for {launcher.label}."
-        return est
-    est["estimate"] = launchers.estimate(launcher, items, model)
-    if scope.ids is not None:
-        est["matched"], est["skipped"] = len(scope.ids), len(scope.ids) - items
     return est
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import tempfile
+from typing import Any
 
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
 from rest_framework.decorators import api_view, renderer_classes
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -14,9 +16,13 @@ from rest_framework.response import Response
 
 from annotation import access
 from annotation.api import ErrorSerializer
+from annotation.services import ReviewError
 
+from . import services
+from .compiler import TIERS
 from .exporting import ExportError, export, export_to_zip
 from .hf_export import export_hf
+from .models import Origin, RubricCheck, RubricVersion
 
 LAYOUTS = {"gamut": export, "huggingface": export_hf}
 
@@ -89,3 +95,320 @@ def benchmark_export(request: Request) -> FileResponse | Response:
         content_type="application/zip",
         filename=f"gamut-benchmark-{'hf-' if layout == 'huggingface' else ''}{short_hash}.zip",
     )
+
+
+# --- the revision workspace over the API (rubric revisers) ----------------------------------
+#
+# The same services as the htmx workspace (rubrics/services.py): each edit carries the draft's
+# `revision` and is refused with 409 when another save came in between (optimistic locking),
+# answered with the version as it stands now, so a script can reload and decide again.
+
+
+class WorkspaceCheckSerializer(serializers.Serializer):
+    pk = serializers.IntegerField(help_text="what the edit endpoints take")
+    check_id = serializers.CharField(help_text="the compiler's id, or H<n> when added by hand")
+    text = serializers.CharField()
+    tier = serializers.ChoiceField(choices=TIERS)
+    position = serializers.IntegerField()
+    kind = serializers.CharField()
+    source = serializers.CharField(help_text="the meta item or meta-insight it came from")
+    rule = serializers.CharField()
+    origin = serializers.ChoiceField(choices=Origin.values)
+    snippets = serializers.ListField(child=serializers.CharField())
+    deleted = serializers.BooleanField()
+    delete_reason = serializers.CharField()
+
+
+class WarningSerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    message = serializers.CharField()
+    source = serializers.CharField()
+    check_ids = serializers.ListField(child=serializers.CharField())
+
+
+class VersionSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    rubric = serializers.IntegerField()
+    source_id = serializers.CharField()
+    question = serializers.CharField()
+    stage = serializers.CharField()
+    revision = serializers.IntegerField(help_text="send it back with every edit")
+    frozen = serializers.BooleanField()
+    editable = serializers.BooleanField(help_text="a draft, and you are a rubric reviser")
+    meta_rubric = serializers.DictField()
+    checks = WorkspaceCheckSerializer(many=True, help_text="in order, deleted ones included")
+    warnings = WarningSerializer(many=True)
+
+
+class EditedSerializer(serializers.Serializer):
+    check = WorkspaceCheckSerializer()
+    revision = serializers.IntegerField(help_text="the draft's revision after this edit")
+
+
+class _Revision(serializers.Serializer):
+    revision = serializers.IntegerField(help_text="the revision the edit was made on")
+
+
+class CheckChangeSerializer(_Revision):
+    text = serializers.CharField(
+        required=False, allow_blank=True, help_text="new text (give text or tier, not both)"
+    )
+    tier = serializers.CharField(required=False, help_text="answer_critical, valuable, context")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("text" in attrs) == ("tier" in attrs):
+            raise serializers.ValidationError({"text": "Give text or tier (one change a request)."})
+        return attrs
+
+
+class CheckDeleteSerializer(_Revision):
+    reason = serializers.CharField(allow_blank=True, help_text="why the check goes")
+
+
+class CheckAddSerializer(_Revision):
+    text = serializers.CharField(allow_blank=True)
+    tier = serializers.CharField()
+    source = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="a meta item or meta-insight id to link it to",
+    )
+    after = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="the pk of the check it goes after (none: last)",
+    )
+
+
+class CheckMoveSerializer(_Revision):
+    direction = serializers.ChoiceField(
+        choices=["up", "down"], required=False, help_text="one place within its tier"
+    )
+    to_position = serializers.IntegerField(
+        required=False, min_value=1, help_text="or a position in the whole list"
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("direction" in attrs) == ("to_position" in attrs):
+            raise serializers.ValidationError({"direction": "Give direction or to_position."})
+        return attrs
+
+
+def _check(row: RubricCheck) -> dict[str, Any]:
+    return {
+        "pk": row.pk,
+        "check_id": row.check_id,
+        "text": row.text,
+        "tier": row.tier,
+        "position": row.position,
+        "kind": row.kind,
+        "source": row.source,
+        "rule": row.rule,
+        "origin": row.origin,
+        "snippets": list(row.snippets),
+        "deleted": row.deleted_at is not None,
+        "delete_reason": row.delete_reason,
+    }
+
+
+def version_dict(version: RubricVersion, user: Any) -> dict[str, Any]:
+    rows = list(version.checks.order_by("position", "pk"))
+    question = version.rubric.question
+    return {
+        "id": version.pk,
+        "rubric": version.rubric_id,
+        "source_id": question.image.source_id,
+        "question": question.text,
+        "stage": version.stage,
+        "revision": version.revision,
+        "frozen": version.frozen_at is not None,
+        "editable": version.frozen_at is None and services.is_reviser(user),
+        "meta_rubric": version.meta_rubric,
+        "checks": [_check(row) for row in rows],
+        "warnings": [
+            {"kind": w.kind, "message": w.message, "source": w.source, "check_ids": w.check_ids}
+            for w in services.rubric_warnings(version.meta_rubric, rows)
+        ],
+    }
+
+
+def _version(version_id: int) -> RubricVersion | None:
+    return (
+        RubricVersion.objects.select_related("rubric__question__image")
+        .filter(pk=version_id)
+        .first()
+    )
+
+
+def _refusal(exc: ReviewError, version_id: int, user: Any) -> Response:
+    body: dict[str, Any] = {"detail": exc.message}
+    if exc.field:
+        body["field"] = exc.field
+    if isinstance(exc, services.Stale):
+        # As the page does: the current state comes with the refusal.
+        body["field"] = "revision"
+        version = _version(version_id)
+        if version is not None:
+            body["current"] = version_dict(version, user)
+    return Response(body, status=exc.status)
+
+
+def _reviser_only(request: Request) -> Response | None:
+    if not services.is_reviser(request.user):
+        return Response({"detail": "Only rubric revisers edit rubrics."}, status=403)
+    return None
+
+
+def _edit(
+    request: Request,
+    version_id: int,
+    serializer_class: type[serializers.Serializer],
+    action: Any,
+    *,
+    created: bool = False,
+    **fields: Any,
+) -> Response:
+    from llm.api import validated
+
+    if (denied := _reviser_only(request)) is not None:
+        return denied
+    data, invalid = validated(serializer_class, request)
+    if invalid is not None:
+        return invalid
+    assert data is not None
+    try:
+        row = action(user=request.user, version_id=version_id, **fields, **data)
+    except ReviewError as exc:
+        return _refusal(exc, version_id, request.user)
+    return Response(
+        {"check": _check(row), "revision": data["revision"] + 1}, status=201 if created else 200
+    )
+
+
+_EDIT_ERRORS = dict.fromkeys((400, 403, 404, 409), ErrorSerializer)
+
+
+@extend_schema(
+    summary="Claim the next rubric waiting for a human round (rubric revisers)",
+    request=None,
+    responses={200: VersionSerializer, 204: None, 403: ErrorSerializer},
+    description="The draft you hold, or the next one opened for you (held for 30 "
+    "minutes from your last edit); 204 when none is waiting.",
+)
+@api_view(["POST"])
+def workspace_claim(request: Request) -> Response:
+    if (denied := _reviser_only(request)) is not None:
+        return denied
+    version = services.revision_claim(user=request.user)
+    if version is None:
+        return Response(status=204)
+    return Response(version_dict(_version(version.pk), request.user))
+
+
+@extend_schema(
+    summary="A rubric version: its checks, revision and warnings (revisers, admins)",
+    responses={200: VersionSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
+)
+@api_view(["GET"])
+def workspace_detail(request: Request, version_id: int) -> Response:
+    if not (services.is_reviser(request.user) or access.is_admin(request.user)):
+        return Response(
+            {"detail": "Only rubric revisers and admins read rubric versions."}, status=403
+        )
+    version = _version(version_id)
+    if version is None:
+        return Response({"detail": f"There is no rubric version {version_id}."}, status=404)
+    return Response(version_dict(version, request.user))
+
+
+@extend_schema(
+    summary="Add a check by hand (rubric revisers)",
+    request=CheckAddSerializer,
+    responses={201: EditedSerializer, **_EDIT_ERRORS},
+)
+@api_view(["POST"])
+def workspace_check_add(request: Request, version_id: int) -> Response:
+    def add(*, after: int | None = None, **fields: Any) -> RubricCheck:
+        return services.check_add(after_check_pk=after, **fields)
+
+    return _edit(request, version_id, CheckAddSerializer, add, created=True)
+
+
+@extend_schema(
+    methods=["PATCH"],
+    summary="Change a check's text or tier (rubric revisers)",
+    request=CheckChangeSerializer,
+    responses={200: EditedSerializer, **_EDIT_ERRORS},
+)
+@extend_schema(
+    methods=["DELETE"],
+    summary="Delete a check, with a reason (rubric revisers)",
+    request=CheckDeleteSerializer,
+    responses={200: EditedSerializer, **_EDIT_ERRORS},
+)
+@api_view(["PATCH", "DELETE"])
+def workspace_check_change(request: Request, version_id: int, check_pk: int) -> Response:
+    if request.method == "DELETE":
+        return _edit(
+            request, version_id, CheckDeleteSerializer, services.check_delete, check_pk=check_pk
+        )
+
+    def change(*, text: str | None = None, tier: str | None = None, **fields: Any):
+        if text is not None:
+            return services.check_edit_text(text=text, **fields)
+        return services.check_retier(tier=tier, **fields)
+
+    return _edit(request, version_id, CheckChangeSerializer, change, check_pk=check_pk)
+
+
+@extend_schema(
+    summary="Restore a deleted check (rubric revisers)",
+    request=_Revision,
+    responses={200: EditedSerializer, **_EDIT_ERRORS},
+)
+@api_view(["POST"])
+def workspace_check_restore(request: Request, version_id: int, check_pk: int) -> Response:
+    return _edit(request, version_id, _Revision, services.check_restore, check_pk=check_pk)
+
+
+@extend_schema(
+    summary="Move a check up or down within its tier, or to a position (rubric revisers)",
+    request=CheckMoveSerializer,
+    responses={200: EditedSerializer, **_EDIT_ERRORS},
+)
+@api_view(["POST"])
+def workspace_check_move(request: Request, version_id: int, check_pk: int) -> Response:
+    def move(*, direction: str | None = None, to_position: int | None = None, **fields: Any):
+        if direction is not None:
+            to_position = services.move_target(
+                version_id=version_id, check_pk=check_pk, direction=direction
+            )
+        return services.check_move(to_position=to_position, **fields)
+
+    return _edit(request, version_id, CheckMoveSerializer, move, check_pk=check_pk)
+
+
+@extend_schema(
+    summary="Complete the round: the draft is frozen (rubric revisers)",
+    request=_Revision,
+    responses={200: VersionSerializer, **_EDIT_ERRORS},
+)
+@api_view(["POST"])
+def workspace_complete(request: Request, version_id: int) -> Response:
+    from llm.api import validated
+
+    if (denied := _reviser_only(request)) is not None:
+        return denied
+    data, invalid = validated(_Revision, request)
+    if invalid is not None:
+        return invalid
+    assert data is not None
+    try:
+        services.revision_complete(
+            user=request.user, version_id=version_id, revision=data["revision"]
+        )
+    except ReviewError as exc:
+        return _refusal(exc, version_id, request.user)
+    return Response(version_dict(_version(version_id), request.user))

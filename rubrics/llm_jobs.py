@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.db.models import Exists, OuterRef, Subquery
 from pydantic import BaseModel, ConfigDict, Field
 
 from annotation.llm_jobs import image_domains
 from annotation.models import FinalQuestion
+from llm.demo import stage_model_name
 from llm.gateway import CallResult, Check, Gateway, GroundedResult
 from llm.jobs import ItemFailed, ItemResult, JobError, current_item, job_launch, register_kind
 from llm.launchers import register_launcher
@@ -559,8 +559,9 @@ register_kind(REFINE, refine, chunk_size=5, concurrency=4)
 
 def rubric_model() -> LLMModel:
     """The model of the rubric jobs, refused clearly when the setting does not name an active
-    Gemini model (the grounded calls need Gemini's tools)."""
-    name = getattr(settings, "LLM_MODEL_RUBRICS", "")
+    Gemini model (the grounded calls need Gemini's tools); in development, without one, the
+    demo model (llm/demo.py)."""
+    name = stage_model_name("LLM_MODEL_RUBRICS")
     if not name:
         raise JobError(
             "No model is configured for rubrics: set LLM_MODEL_RUBRICS to the name of an LLM model."
@@ -570,7 +571,7 @@ def rubric_model() -> LLMModel:
         raise JobError(f"LLM_MODEL_RUBRICS names {name!r}, but no LLM model has that name.")
     if not model.active:
         raise JobError(f"The rubric model {name!r} is switched off.")
-    if model.provider != Provider.GEMINI:
+    if model.provider not in (Provider.GEMINI, Provider.DEMO):
         raise JobError(f"The rubric model {name!r} must be a Gemini model (search grounding).")
     return model
 

@@ -484,6 +484,29 @@ def check_add(
     return row
 
 
+def move_target(*, version_id: int, check_pk: int, direction: str) -> int:
+    """The position a check moves to one step `direction` ("up" or "down") within its tier:
+    the place of the neighbouring live check of its tier (its own place when it has none).
+    One read of every row's (pk, tier, position, deleted?), the neighbour found in Python."""
+    rows = list(
+        RubricCheck.objects.filter(version_id=version_id)
+        .order_by("position", "pk")
+        .values_list("pk", "tier", "position", "deleted_at")
+    )
+    row = next((r for r in rows if r[0] == check_pk), None)
+    if row is None:
+        raise NotFound("That check is not part of this rubric version.")
+    if direction not in ("up", "down"):
+        raise InvalidInput("direction must be up or down.", "direction")
+    _, tier, position, _ = row
+    same_tier = [r for r in rows if r[1] == tier and r[3] is None]
+    if direction == "up":
+        neighbour = next((r for r in reversed(same_tier) if r[2] < position), None)
+    else:
+        neighbour = next((r for r in same_tier if r[2] > position), None)
+    return neighbour[2] if neighbour else position
+
+
 @transaction.atomic
 def check_move(
     *,

@@ -343,22 +343,12 @@ def check_restore(request: HttpRequest, version_id: int, check_pk: int) -> HttpR
 def check_move(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
     """Up or down within its tier group: to the place of the neighbouring check of its tier."""
     _require_reviser(request)
-    # One read of every row's (pk, tier, position, deleted?), the neighbour found in Python.
-    rows = list(
-        RubricCheck.objects.filter(version_id=version_id)
-        .order_by("position", "pk")
-        .values_list("pk", "tier", "position", "deleted_at")
-    )
-    row = next((r for r in rows if r[0] == check_pk), None)
-    if row is None:
-        raise Http404("That check is not part of this rubric version.")
-    _, tier, position, _ = row
-    same_tier = [r for r in rows if r[1] == tier and r[3] is None]
-    if request.POST.get("direction") == "up":
-        neighbour = next((r for r in reversed(same_tier) if r[2] < position), None)
-    else:
-        neighbour = next((r for r in same_tier if r[2] > position), None)
-    target = neighbour[2] if neighbour else position
+    # The page's buttons send up or down; anything else moves down, as it always has.
+    direction = "up" if request.POST.get("direction") == "up" else "down"
+    try:
+        target = services.move_target(version_id=version_id, check_pk=check_pk, direction=direction)
+    except ReviewError as exc:
+        raise Http404(exc.message) from exc
     return _edit(
         request, version_id, services.check_move, "relocate", check_pk=check_pk, to_position=target
     )

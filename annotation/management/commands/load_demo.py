@@ -84,11 +84,17 @@ class Command(BaseCommand):
         )
         rubric = self._demo_rubric()
         judged = self._demo_judging()
+        staged = self._demo_stages()
+        from llm.demo import demo_llm_models
+
+        llm_models = demo_llm_models()
         self.stdout.write(
             f"demo data: {len(created_users)} user(s) and {len(result.imported)} image(s) "
             f"created, {len(result.skipped)} image(s) already there"
             + ("; a demo rubric created" if rubric else "")
             + ("; demo answers and verdicts created" if judged else "")
+            + (f"; demo reviews for the pipeline ({', '.join(staged)})" if staged else "")
+            + (f"; demo LLM models ({', '.join(llm_models)})" if llm_models else "")
         )
 
     def _demo_rubric(self) -> bool:
@@ -130,3 +136,35 @@ class Command(BaseCommand):
         from judging.demo import demo_judging
 
         return demo_judging()
+
+    def _demo_stages(self) -> list[str]:
+        """Demo reviews that leave something for each LLM stage to take after `make run`: the
+        rocket's first question accepted by two annotators (the guard's), the Hubble photo's
+        questions all discarded (generation's). Skipped where anyone reviewed already."""
+        from annotation import services
+        from annotation.demo import DEMO_AWAITING_GUARD, DEMO_NEEDING_CANDIDATES
+        from annotation.models import Candidate
+
+        done = []
+        plans = [
+            (DEMO_AWAITING_GUARD, "accept", ("alice", "erin"), 1),
+            (DEMO_NEEDING_CANDIDATES, "discard", ("alice", "bob"), None),
+        ]
+        for source_id, decision, names, how_many in plans:
+            candidates = list(
+                Candidate.objects.filter(
+                    image__source_id=source_id, image__question__isnull=True
+                ).order_by("pk")
+            )
+            if not candidates or any(c.reviews.exists() for c in candidates):
+                continue
+            for candidate in candidates[:how_many]:
+                for name in names:
+                    services.review_submit(
+                        user=User.objects.get(username=name),
+                        candidate_id=candidate.pk,
+                        decision=decision,
+                        comment="demo review",
+                    )
+            done.append(source_id)
+        return done

@@ -1,0 +1,130 @@
+"""The demo provider's answers: each keeps its stage's schema and the method's rules (checked
+by the stages' own schemas and the compiler), a schema it has no answer for still validates,
+and production refuses it (tests/test_demo_pipeline.py runs every stage on it)."""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+import pytest
+from django.core.exceptions import ValidationError
+from pydantic import BaseModel, Field
+
+from annotation.llm_jobs import GuardOutput, guard_problems
+from llm.demo_provider import DemoProvider, from_json_schema, grounded_answer, structured_answer
+from llm.gateway import GatewayError
+from llm.models import LLMModel
+from llm.prompts import load_prompt
+from rubrics import compiler
+from rubrics.demo import DEMO_META_RUBRIC
+from rubrics.llm_jobs import LayoutReply, RebuildReply
+
+SNIPPETS = "[s1] One <https://example.org/1>: first\n[s2] Two <https://example.org/2>: second"
+
+
+def test_the_guard_answers_only_with_the_ids_it_was_given():
+    prompt = load_prompt("guard").render(
+        entity="Falcon 9", domain="vehicles", candidates="- id 7: What is it?\n- id 9: How?"
+    )
+    answer = structured_answer(GuardOutput, prompt)
+    checked = GuardOutput.model_validate(answer)
+    assert guard_problems(checked, frozenset({7, 9})) == []
+    assert checked.selected == 7 and sorted(v.id for v in checked.verdicts) == [7, 9]
+    # Without a candidate to choose, it proposes new ones, as the rules ask.
+    empty = GuardOutput.model_validate(structured_answer(GuardOutput, "no candidates"))
+    assert empty.selected is None and len(empty.new_candidates) == 3
+
+
+def test_the_layout_compiles_citing_only_the_snippets_listed():
+    prompt = load_prompt("rubric_layout").render(
+        question="What is it?", entity="Falcon 9", snippets=SNIPPETS
+    )
+    layout = LayoutReply.model_validate(structured_answer(LayoutReply, prompt))
+    document = {
+        "schema_version": 1,
+        "question": "What is it?",
+        "entity": "Falcon 9",
+        "snippets": [
+            {"id": f"s{n}", "url": f"https://example.org/{n}", "title": "", "text": "t"}
+            for n in (1, 2)
+        ],
+        "items": [item.model_dump(mode="json") for item in layout.items],
+    }
+    meta = compiler.validate(document)  # raises MetaRubricInvalid on any rule broken
+    cited = {s for item in meta.items for s in item.snippets}
+    assert cited == {"s1", "s2"}
+
+
+def test_the_rebuild_keeps_every_input_item_and_drops_unlisted_citations():
+    items = DEMO_META_RUBRIC["items"]
+    prompt = load_prompt("rubric_rebuild").render(
+        question="Q",
+        entity="Cappuccino",
+        meta_rubric=json.dumps(items, indent=1),
+        audit="s1: verified",
+        snippets="[s1] One <https://example.org/1>: first",
+        human_edits="",
+    )
+    rebuilt = RebuildReply.model_validate(structured_answer(RebuildReply, prompt))
+    kept = [item.id for item in rebuilt.items]
+    assert kept[: len(items)] == [item["id"] for item in items] and len(kept) == len(items) + 1
+    assert {s for item in rebuilt.items for s in item.snippets} == {"s1"}  # s2 was not listed
+    assert rebuilt.dropped == []
+
+
+def test_grounded_answers_carry_grounding_and_the_audit_verifies_each_snippet():
+    text, grounding = grounded_answer("Entity: Falcon 9", ("google_search",))
+    assert len(grounding["chunks"]) == len(grounding["supports"]) == 3
+    assert all(index == [n] for n, (_, index) in enumerate(grounding["supports"]))
+    audit, meta = grounded_answer(SNIPPETS, ("url_context",))
+    assert audit.splitlines() == [
+        "s1: verified - the demo source states it (demo audit)",
+        "s2: verified - the demo source states it (demo audit)",
+    ]
+    assert [status for _, status in meta["url_statuses"]] == ["URL_RETRIEVAL_STATUS_SUCCESS"] * 2
+
+
+class _Inner(BaseModel):
+    verdict: Literal["verified", "unsupported"]
+    count: int = Field(ge=3)
+
+
+class _Unknown(BaseModel):
+    name: str = Field(min_length=1)
+    flags: list[bool] = Field(min_length=2)
+    inner: list[_Inner] = Field(min_length=1)
+    maybe: _Inner | None = None
+
+
+def test_a_schema_without_its_own_answer_still_validates():
+    answer = structured_answer(_Unknown, "any prompt")
+    parsed = _Unknown.model_validate(answer)
+    assert len(parsed.flags) == 2 and parsed.inner[0].verdict == "verified"
+    assert parsed.inner[0].count == 3
+    assert from_json_schema(_Unknown.model_json_schema(), "any prompt") == answer  # stable
+
+
+def test_answers_are_the_same_for_the_same_prompt():
+    prompt = "- entity: Tabby cat\n- domain: animals"
+    from annotation.llm_jobs import GeneratedQuestions
+
+    first = structured_answer(GeneratedQuestions, prompt)
+    assert first == structured_answer(GeneratedQuestions, prompt)
+    assert GeneratedQuestions.model_validate(first).questions == first["questions"]
+    assert not any(
+        "cat" in q.lower().split() or "animals" in q.lower() for q in first["questions"]
+    )  # the rules: never name the entity or domain
+
+
+@pytest.mark.django_db
+def test_production_refuses_the_demo_provider(settings):
+    settings.PRODUCTION = True
+    with pytest.raises(GatewayError, match="refused in production"):
+        DemoProvider()
+    model = LLMModel(name="demo-x", provider="demo", model="demo")
+    with pytest.raises(ValidationError) as refused:
+        model.full_clean()
+    assert "provider" in refused.value.message_dict
+    settings.PRODUCTION = False
+    model.full_clean()
