@@ -3,7 +3,6 @@ service, translate its errors into status codes."""
 
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
@@ -13,14 +12,12 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from . import access, services
+from core import access
+from core.http import ErrorSerializer
+
+from . import services
 from .importing import ImportProblems, import_from_upload
 from .models import REASON_KEYS, Candidate, Decision, Image, ImportBatch, Review, image_status
-
-
-class ErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField()
-    field = serializers.CharField(required=False)
 
 
 class ImageRefSerializer(serializers.Serializer):
@@ -98,13 +95,6 @@ class ImageDetailSerializer(serializers.Serializer):
     question = serializers.CharField(allow_null=True)
 
 
-def _error(exc: services.ReviewError) -> Response:
-    body = {"detail": exc.message}
-    if exc.field:
-        body["field"] = exc.field
-    return Response(body, status=exc.status)
-
-
 def _image_ref(request: Request, candidate: Candidate) -> dict:
     from django.urls import reverse
 
@@ -167,10 +157,7 @@ def _body(request: Request) -> dict | None:
 )
 @api_view(["POST"])
 def review_claim(request: Request) -> Response:
-    try:
-        claimed = services.review_claim(user=request.user)
-    except services.ReviewError as exc:
-        return _error(exc)
+    claimed = services.review_claim(user=request.user)
     if claimed is None:
         return Response(status=status.HTTP_204_NO_CONTENT)
     return Response(_claimed(request, claimed))
@@ -192,18 +179,15 @@ def review_create(request: Request, candidate_id: int) -> Response:
     data = _body(request)
     if data is None:
         return Response({"detail": "The body must be a JSON object."}, status=400)
-    try:
-        review = services.review_submit(
-            user=request.user,
-            candidate_id=candidate_id,
-            decision=data.get("decision"),
-            revised_text=data.get("revised_text", ""),
-            reasons=data.get("reasons", []),
-            comment=data.get("comment", ""),
-            seconds=data.get("seconds"),
-        )
-    except services.ReviewError as exc:
-        return _error(exc)
+    review = services.review_submit(
+        user=request.user,
+        candidate_id=candidate_id,
+        decision=data.get("decision"),
+        revised_text=data.get("revised_text", ""),
+        reasons=data.get("reasons", []),
+        comment=data.get("comment", ""),
+        seconds=data.get("seconds"),
+    )
     return Response(review_dict(review), status=status.HTTP_201_CREATED)
 
 
@@ -212,9 +196,8 @@ def review_create(request: Request, candidate_id: int) -> Response:
     responses={200: CandidateDetailSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
 )
 @api_view(["GET"])
+@access.role_required(access.MEMBER)
 def candidate_detail(request: Request, candidate_id: int) -> Response:
-    if not access.is_member(request.user):
-        raise PermissionDenied("You have no role in this project.")
     visible = Review.objects.visible_to(request.user).select_related("annotator")
     candidate = get_object_or_404(
         Candidate.objects.prefetch_related(
@@ -253,10 +236,7 @@ def candidate_detail(request: Request, candidate_id: int) -> Response:
 )
 @api_view(["POST"])
 def adjudication_claim(request: Request) -> Response:
-    try:
-        claimed = services.adjudication_claim(user=request.user)
-    except services.ReviewError as exc:
-        return _error(exc)
+    claimed = services.adjudication_claim(user=request.user)
     if claimed is None:
         return Response(status=status.HTTP_204_NO_CONTENT)
     reviews = Review.objects.filter(candidate=claimed.candidate).select_related("annotator")
@@ -289,17 +269,14 @@ def adjudication_create(request: Request, candidate_id: int) -> Response:
     data = _body(request)
     if data is None:
         return Response({"detail": "The body must be a JSON object."}, status=400)
-    try:
-        adjudication = services.adjudication_resolve(
-            user=request.user,
-            candidate_id=candidate_id,
-            decision=data.get("decision"),
-            revised_text=data.get("revised_text", ""),
-            comment=data.get("comment", ""),
-            seconds=data.get("seconds"),
-        )
-    except services.ReviewError as exc:
-        return _error(exc)
+    adjudication = services.adjudication_resolve(
+        user=request.user,
+        candidate_id=candidate_id,
+        decision=data.get("decision"),
+        revised_text=data.get("revised_text", ""),
+        comment=data.get("comment", ""),
+        seconds=data.get("seconds"),
+    )
     child = adjudication.candidate.children.order_by("-id").first()
     return Response(
         {
@@ -318,9 +295,8 @@ def adjudication_create(request: Request, candidate_id: int) -> Response:
     responses={200: ImageDetailSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
 )
 @api_view(["GET"])
+@access.role_required(access.MEMBER)
 def image_detail(request: Request, source_id: str) -> Response:
-    if not access.is_member(request.user):
-        raise PermissionDenied("You have no role in this project.")
     image = get_object_or_404(
         Image.objects.with_counts().select_related("question"), source_id=source_id
     )
@@ -373,9 +349,8 @@ def image_detail(request: Request, source_id: str) -> Response:
 )
 @api_view(["POST"])
 @parser_classes([MultiPartParser])
+@access.role_required(access.ADMIN, message="Only admins import images.")
 def images_import(request: Request) -> Response:
-    if not access.is_admin(request.user):
-        return Response({"detail": "Only admins import images."}, status=403)
     manifest = request.FILES.get("manifest")
     if manifest is None:
         return Response(

@@ -19,7 +19,10 @@ from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from . import access
+from core import access
+from core.errors import Conflict, DomainError, InvalidInput, NotAllowed, NotFound
+from core.text import clean_text
+
 from .models import (
     REASON_KEYS,
     Adjudication,
@@ -42,31 +45,8 @@ MAX_TEXT = 2000
 MAX_COMMENT = 5000
 
 
-class ReviewError(Exception):
-    """A refused request. `field` names the input at fault, when one is."""
-
-    status = 400
-
-    def __init__(self, message: str, field: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.field = field
-
-
-class InvalidInput(ReviewError):
-    status = 400
-
-
-class NotAllowed(ReviewError):
-    status = 403
-
-
-class NotFound(ReviewError):
-    status = 404
-
-
-class Conflict(ReviewError):
-    status = 409
+# Kept until the in-flight branches are merged: the error classes live in core.errors now.
+ReviewError = DomainError
 
 
 def normalize_text(text: str) -> str:
@@ -135,16 +115,7 @@ def _auto_generate(image_id: int) -> None:
 
 
 def _clean_text(value, field: str, *, required: bool, limit: int = MAX_TEXT) -> str:
-    if value is None:
-        value = ""
-    if not isinstance(value, str):
-        raise InvalidInput(f"{field} must be text.", field)
-    value = value.strip()
-    if required and not value:
-        raise InvalidInput(f"{field} is required.", field)
-    if len(value) > limit:
-        raise InvalidInput(f"{field} is longer than {limit} characters.", field)
-    return value
+    return clean_text(value, field, limit=limit, required=required)
 
 
 def _clean_decision(decision) -> str:

@@ -14,7 +14,6 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
-from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Exists, OuterRef, Subquery
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -23,10 +22,11 @@ from django.utils.html import escape
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods, require_POST
 
+from core import access
 from rubrics.models import Rubric, RubricVersion, Stage
 from rubrics.services import revision_queue
 
-from . import access, services
+from . import services
 from .agreement import agreement_report
 from .importing import ImportProblems, import_from_upload
 from .models import (
@@ -88,11 +88,6 @@ class RateLimitedLoginView(auth_views.LoginView):
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _require(check, request: HttpRequest, what: str) -> None:
-    if not check(request.user):
-        raise PermissionDenied(f"This page is for {what}.")
-
-
 def _progress(user) -> dict:
     start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     return {
@@ -137,17 +132,15 @@ def home(request: HttpRequest) -> HttpResponse:
                 created_at__gte=timezone.now() - timedelta(hours=24)
             ).count(),
         }
-    if access.RUBRIC_REVISER in access.roles(user):
+    if access.is_reviser(user):
         context["reviser"] = {"waiting": len(revision_queue())}
     if access.is_admin(user):
         context["admin"] = _pipeline_counts()
     return render(request, "annotation/home.html", context)
 
 
-@login_required
+@access.role_required(access.MEMBER)
 def image_file(request: HttpRequest, source_id: str) -> FileResponse:
-    if not access.is_member(request.user):
-        raise PermissionDenied("You have no role in this project.")
     image = get_object_or_404(Image, source_id=source_id)
     try:
         handle = image.file.open("rb")
@@ -175,16 +168,14 @@ def _review_context(
     }
 
 
-@login_required
+@access.role_required(access.ANNOTATOR)
 def review_page(request: HttpRequest) -> HttpResponse:
-    _require(access.is_annotator, request, "annotators")
     return render(request, "annotation/review.html", _review_context(request))
 
 
-@login_required
+@access.role_required(access.ANNOTATOR)
 @require_POST
 def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
-    _require(access.is_annotator, request, "annotators")
     form = {
         "decision": request.POST.get("decision", ""),
         "revised_text": _revision(request),
@@ -243,16 +234,14 @@ def _adjudication_context(request: HttpRequest, *, error=None, previous=None) ->
     return context
 
 
-@login_required
+@access.role_required(access.ADJUDICATOR)
 def adjudicate_page(request: HttpRequest) -> HttpResponse:
-    _require(access.is_adjudicator, request, "adjudicators")
     return render(request, "annotation/adjudicate.html", _adjudication_context(request))
 
 
-@login_required
+@access.role_required(access.ADJUDICATOR)
 @require_POST
 def adjudicate_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
-    _require(access.is_adjudicator, request, "adjudicators")
     form = {
         "decision": request.POST.get("decision", ""),
         "revised_text": _revision(request),
@@ -362,9 +351,8 @@ def _pipeline_waits(counts: dict) -> list[tuple[str, str, int, str]]:
     ]
 
 
-@login_required
+@access.role_required(access.ADMIN)
 def pipeline(request: HttpRequest) -> HttpResponse:
-    _require(access.is_admin, request, "admins")
     awaiting = (
         Candidate.objects.filter(status=CandidateStatus.ACCEPTED, image__question__isnull=True)
         .select_related("image")
@@ -383,9 +371,8 @@ def pipeline(request: HttpRequest) -> HttpResponse:
     )
 
 
-@login_required
+@access.role_required(access.ADMIN)
 def agreement(request: HttpRequest) -> HttpResponse:
-    _require(access.is_admin, request, "admins")
     report = agreement_report()
     max_reviews = max((a.reviews for a in report.annotators), default=0) or 1
     for stats in report.annotators:
@@ -397,10 +384,9 @@ def agreement(request: HttpRequest) -> HttpResponse:
     return render(request, "annotation/agreement.html", {"report": report})
 
 
-@login_required
+@access.role_required(access.ADMIN)
 def image_page(request: HttpRequest, source_id: str) -> HttpResponse:
     """An image's whole history: candidates by round, every review and adjudication, events."""
-    _require(access.is_admin, request, "admins")
     image = get_object_or_404(Image.objects.select_related("question"), source_id=source_id)
     candidates = list(
         image.candidates.select_related("author", "co_author", "adjudication__adjudicator")
@@ -422,10 +408,9 @@ def image_page(request: HttpRequest, source_id: str) -> HttpResponse:
     )
 
 
-@login_required
+@access.role_required(access.ADMIN)
 @require_POST
 def candidate_promote(request: HttpRequest, candidate_id: int) -> HttpResponse:
-    _require(access.is_admin, request, "admins")
     try:
         question = services.final_question_promote(user=request.user, candidate_id=candidate_id)
     except services.ReviewError as exc:
@@ -437,12 +422,11 @@ def candidate_promote(request: HttpRequest, candidate_id: int) -> HttpResponse:
     return redirect(request.POST["next"] if _safe_next(request) else "pipeline")
 
 
-@login_required
+@access.role_required(access.ADMIN)
 @require_POST
 def question_correct(request: HttpRequest, question_id: int) -> HttpResponse:
     """Correct the ground-truth entity or the wording (field=entity|text), or drop or restore
     the question (field=drop|restore), with a reason."""
-    _require(access.is_admin, request, "admins")
     question = get_object_or_404(FinalQuestion.objects.select_related("image"), pk=question_id)
     field_name = request.POST.get("field", "")
     reason = request.POST.get("reason", "")
@@ -484,10 +468,9 @@ def _safe_next(request: HttpRequest) -> bool:
     )
 
 
-@login_required
+@access.role_required(access.ADMIN)
 @require_http_methods(["GET", "POST"])
 def import_page(request: HttpRequest) -> HttpResponse:
-    _require(access.is_admin, request, "admins")
     context: dict = {
         "batches": ImportBatch.objects.select_related("created_by").order_by("-id")[:10]
     }

@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "csp",
+    "core",
     "annotation",
     "rubrics",
     "llm",
@@ -87,12 +88,15 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Before CSRF and every view: no control character or runaway value gets further.
+    "core.middleware.InputBoundaryMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "core.http.DomainErrorMiddleware",
 ]
 
 ROOT_URLCONF = "gamut_site.urls"
@@ -240,6 +244,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
     ],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "EXCEPTION_HANDLER": "core.http.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GAMUT review platform API",

@@ -13,9 +13,9 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotation import access
-from annotation.api import ErrorSerializer
 from annotation.models import FinalQuestion
+from core import access
+from core.http import ErrorSerializer
 
 from . import reports
 from .analysis import LABELS
@@ -224,9 +224,7 @@ class _Refused(Exception):
         )
 
 
-def _admin(request: Request) -> None:
-    if not access.is_admin(request.user):
-        raise _Refused(403, "Only admins read the results.")
+_ADMINS = access.role_required(access.ADMIN, message="Only admins read the results.")
 
 
 def _named_judge(request: Request, param: str) -> Judge | None:
@@ -267,9 +265,9 @@ def _answer(build) -> Response:
     responses={200: LeaderboardSerializer, **ERRORS},
 )
 @api_view(["GET"])
+@_ADMINS
 def leaderboard_detail(request: Request) -> Response:
     def build() -> dict:
-        _admin(request)
         judge, setting = _judge(request), _setting(request)
         board = leaderboard(judge=judge, setting=setting, settings=scoring_settings())
         return {
@@ -288,9 +286,9 @@ def leaderboard_detail(request: Request) -> Response:
     responses={200: SettingsReportSerializer, **ERRORS},
 )
 @api_view(["GET"])
+@_ADMINS
 def settings_detail(request: Request) -> Response:
     def build() -> dict:
-        _admin(request)
         return reports.settings_report(_judge(request))
 
     return _answer(build)
@@ -309,9 +307,9 @@ def settings_detail(request: Request) -> Response:
     responses={200: JudgesReportSerializer, **ERRORS},
 )
 @api_view(["GET"])
+@_ADMINS
 def judges_detail(request: Request) -> Response:
     def build() -> dict:
-        _admin(request)
         setting = _setting(request)
         judges = list(Judge.objects.order_by("name"))
         if not judges:
@@ -328,9 +326,9 @@ def judges_detail(request: Request) -> Response:
     responses={200: QuestionReportSerializer, **ERRORS},
 )
 @api_view(["GET"])
+@_ADMINS
 def question_detail(request: Request, source_id: str) -> Response:
     def build() -> dict:
-        _admin(request)
         try:
             question = reports.question_for(source_id)
         except FinalQuestion.DoesNotExist as exc:
@@ -369,9 +367,9 @@ class AgreementSerializer(serializers.Serializer):
     responses={200: AgreementSerializer, **ERRORS},
 )
 @api_view(["GET"])
+@_ADMINS
 def spot_check_agreement(request: Request) -> Response:
     def build() -> dict:
-        _admin(request)
         return {
             "agreement": [row.as_dict() for row in judge_agreement()],
             "progress": spot_check_progress(),

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import csv
 
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from annotation import access
+from core import access
 
 from .leaderboard import EXPORT_COLUMNS, leaderboard
 from .models import Judge, Setting
@@ -23,10 +21,8 @@ def _chart(value: float | None) -> dict:
     return {"bar": round(abs(value) / 2), "negative": value < 0}
 
 
-@login_required
+@access.role_required(access.ADMIN)
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
-    if not access.is_admin(request.user):
-        raise PermissionDenied("This page is for admins.")
     judges = list(Judge.objects.order_by("name"))
     judge = next(
         (j for j in judges if j.name == request.GET.get("judge")), judges[0] if judges else None

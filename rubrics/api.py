@@ -12,8 +12,8 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotation import access
-from annotation.api import ErrorSerializer
+from core import access
+from core.http import ErrorSerializer
 
 from .exporting import ExportError, export_to_zip
 
@@ -49,9 +49,8 @@ class ZipRenderer(BaseRenderer):
 )
 @api_view(["GET"])
 @renderer_classes([JSONRenderer, ZipRenderer])
+@access.role_required(access.ADMIN, message="Only admins export the benchmark.")
 def benchmark_export(request: Request) -> FileResponse | Response:
-    if not access.is_admin(request.user):
-        return Response({"detail": "Only admins export the benchmark."}, status=403)
     # On disk, not in memory: the photos make an export large. No context manager: the
     # response owns the file once it is returned and closes (and so deletes) it.
     handle = tempfile.TemporaryFile()  # noqa: SIM115
