@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 MAX_SECONDS = 24 * 3600
 MAX_TEXT = 2000
 MAX_COMMENT = 5000
+ENTITY_MAX = 500  # Image.entity's max_length
 
 
 # Kept until the in-flight branches are merged: the error classes live in core.errors now.
@@ -571,10 +572,10 @@ def question_correct(
         raise NotAllowed("Only admins correct questions.")
     if field_name not in (QuestionCorrection.Field.ENTITY, QuestionCorrection.Field.TEXT):
         raise InvalidInput("field must be entity or text.", "field")
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput("value is required.", "value")
-    if not isinstance(reason, str) or not reason.strip():
-        raise InvalidInput("reason is required.", "reason")
+    # The entity is a column of 500 characters; a question's text has the review's limit.
+    limit = ENTITY_MAX if field_name == QuestionCorrection.Field.ENTITY else MAX_TEXT
+    value = clean_text(value, "value", limit=limit, required=True)
+    reason = clean_text(reason, "reason", limit=MAX_COMMENT, required=True)
     question = (
         FinalQuestion.objects.select_for_update()
         .select_related("image")
@@ -624,8 +625,7 @@ def question_drop(
     now = now or timezone.now()
     if not access.is_admin(user):
         raise NotAllowed("Only admins drop or restore questions.")
-    if not isinstance(reason, str) or not reason.strip():
-        raise InvalidInput("reason is required.", "reason")
+    reason = clean_text(reason, "reason", limit=MAX_COMMENT, required=True)
     question = FinalQuestion.objects.select_for_update().filter(pk=question_id).first()
     if question is None:
         raise NotFound(f"There is no question {question_id}.")
