@@ -17,7 +17,16 @@ from core.http import ErrorSerializer
 
 from . import services
 from .importing import ImportProblems, import_from_upload
-from .models import REASON_KEYS, Candidate, Decision, Image, ImportBatch, Review, image_status
+from .models import (
+    REASON_KEYS,
+    Candidate,
+    Decision,
+    Image,
+    ImportBatch,
+    Review,
+    image_status,
+    status_visible_to,
+)
 
 
 class ImageRefSerializer(serializers.Serializer):
@@ -211,7 +220,7 @@ def candidate_detail(request: Request, candidate_id: int) -> Response:
             "id": candidate.pk,
             "text": candidate.text,
             "round": candidate.round,
-            "status": candidate.status,
+            "status": status_visible_to(candidate, request.user),
             "parent": candidate.parent_id,
             "children": [child.pk for child in candidate.children.all()],
             "reviews": [review_dict(r) for r in candidate.visible_reviews],

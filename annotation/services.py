@@ -458,6 +458,13 @@ def adjudication_resolve(
         raise NotAllowed("You wrote this question, so another adjudicator must settle it.")
     if candidate.status != CandidateStatus.DISPUTED:
         raise Conflict(f"This candidate is {candidate.status}, not disputed.")
+    # As in review: settling without a claim is allowed, but not a candidate another holds.
+    if (
+        AdjudicationClaim.objects.filter(candidate=candidate, expires_at__gt=now)
+        .exclude(adjudicator=user)
+        .exists()
+    ):
+        raise Conflict("Another adjudicator holds this candidate; it is theirs to settle.")
 
     decision = _clean_decision(decision)
     revised = _clean_text(revised_text, "revised_text", required=decision == Decision.REVISE)

@@ -139,7 +139,7 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "annotation/home.html", context)
 
 
-@access.role_required(access.MEMBER)
+@access.role_required(access.MEMBER, api_token=True)
 def image_file(request: HttpRequest, source_id: str) -> FileResponse:
     image = get_object_or_404(Image, source_id=source_id)
     try:

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
+from django.http import HttpResponse
 
 ANNOTATOR = "annotator"
 ADJUDICATOR = "adjudicator"
@@ -82,10 +83,20 @@ def require_role(user, *wanted: str, message: str | None = None) -> None:
         raise PermissionDenied(f"This page is for {audience}.")
 
 
-def role_required(*wanted: str, message: str | None = None) -> Callable:
+def _token_user(request):
+    """The user of an `Authorization: Token <key>` header (the API's credentials), None when
+    there is no such header; AuthenticationFailed (401) for a wrong key."""
+    from rest_framework.authentication import TokenAuthentication
+
+    found = TokenAuthentication().authenticate(request)
+    return found[0] if found else None
+
+
+def role_required(*wanted: str, message: str | None = None, api_token: bool = False) -> Callable:
     """A view for people holding one of these roles: anonymous visitors of a page are sent to
     the login page (an API request never gets here: DRF answers 401 first), people without the
-    role get 403. Put it under @api_view on API functions, so that DRF's user is the one asked."""
+    role get 403. Put it under @api_view on API functions, so that DRF's user is the one asked.
+    `api_token`: a page the API links to (the photos) also takes the API's token."""
     unknown = set(wanted) - {*_AUDIENCE, MEMBER}
     if not wanted or unknown:
         raise ValueError(f"role_required: unknown roles {sorted(unknown)}")
@@ -93,6 +104,18 @@ def role_required(*wanted: str, message: str | None = None) -> Callable:
     def decorator(view: Callable) -> Callable:
         @wraps(view)
         def wrapper(request, *args: Any, **kwargs: Any):
+            if api_token and request.headers.get("Authorization", "").startswith("Token "):
+                from rest_framework.exceptions import AuthenticationFailed
+
+                try:
+                    request.user = _token_user(request)
+                except AuthenticationFailed as exc:
+                    return HttpResponse(
+                        str(exc.detail),
+                        status=401,
+                        headers={"WWW-Authenticate": "Token"},
+                        content_type="text/plain",
+                    )
             if not request.user.is_authenticated:
                 return redirect_to_login(request.get_full_path())
             require_role(request.user, *wanted, message=message)
@@ -102,3 +125,15 @@ def role_required(*wanted: str, message: str | None = None) -> Callable:
         return wrapper
 
     return decorator
+
+
+class IsMember:
+    """DRF permission: a person with a role in the project (the API schema and its docs)."""
+
+    message = "You have no role in this project."
+
+    def has_permission(self, request, view) -> bool:
+        return is_member(request.user)
+
+    def has_object_permission(self, request, view, obj) -> bool:
+        return is_member(request.user)

@@ -255,7 +255,8 @@ SPECTACULAR_SETTINGS = {
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
-    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    # The schema and its docs are for people with a role, as the API itself.
+    "SERVE_PERMISSIONS": ["core.access.IsMember"],
     # Swagger UI from the drf-spectacular-sidecar wheel: no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
