@@ -17,12 +17,15 @@ from django.core.cache import cache
 from django.db.models import Count, Exists, OuterRef, Subquery
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods, require_POST
 
 from core import access
+from core.errors import DomainError
+from core.http import refuse
 from rubrics.models import Rubric, RubricVersion, Stage
 from rubrics.services import revision_queue
 
@@ -155,7 +158,7 @@ def image_file(request: HttpRequest, source_id: str) -> FileResponse:
 
 
 def _review_context(
-    request: HttpRequest, *, error: services.ReviewError | None = None, previous: dict | None = None
+    request: HttpRequest, *, error: DomainError | None = None, previous: dict | None = None
 ) -> dict:
     claimed = services.review_claim(user=request.user)
     return {
@@ -185,17 +188,16 @@ def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
     }
     try:
         services.review_submit(user=request.user, candidate_id=candidate_id, **form)
-    except services.ReviewError as exc:
-        if exc.status == 404:
-            raise Http404(exc.message) from exc
-        if not request.htmx:
-            messages.error(request, exc.message)
-            return redirect("review")
-        context = _review_context(request, error=exc, previous=form)
-        if exc.status in (403, 409):  # the candidate is gone for this person: show the next
-            context["notice"] = exc.message
-            context["error"] = None
-        return render(request, "annotation/review.html#panel", context)
+    except DomainError as exc:
+
+        def panel(exc: DomainError) -> HttpResponse:
+            context = _review_context(request, error=exc, previous=form)
+            if exc.status in (403, 409):  # the candidate is gone for this person: the next
+                context["notice"] = exc.message
+                context["error"] = None
+            return render(request, "annotation/review.html#panel", context)
+
+        return refuse(request, exc, redirect_to="review", partial=panel)
     if not request.htmx:
         messages.success(request, "Review saved.")
         return redirect("review")
@@ -250,14 +252,17 @@ def adjudicate_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
     }
     try:
         services.adjudication_resolve(user=request.user, candidate_id=candidate_id, **form)
-    except services.ReviewError as exc:
-        if exc.status == 404:
-            raise Http404(exc.message) from exc
-        if not request.htmx:
-            messages.error(request, exc.message)
-            return redirect("adjudicate")
-        context = _adjudication_context(request, error=exc, previous=form)
-        return render(request, "annotation/adjudicate.html#panel", context)
+    except DomainError as exc:
+        return refuse(
+            request,
+            exc,
+            redirect_to="adjudicate",
+            partial=lambda exc: render(
+                request,
+                "annotation/adjudicate.html#panel",
+                _adjudication_context(request, error=exc, previous=form),
+            ),
+        )
     if not request.htmx:
         messages.success(request, "Decision saved.")
         return redirect("adjudicate")
@@ -413,12 +418,11 @@ def image_page(request: HttpRequest, source_id: str) -> HttpResponse:
 def candidate_promote(request: HttpRequest, candidate_id: int) -> HttpResponse:
     try:
         question = services.final_question_promote(user=request.user, candidate_id=candidate_id)
-    except services.ReviewError as exc:
-        if exc.status == 404:
-            raise Http404(exc.message) from exc
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, f"{question.image.source_id} now has its question.")
+    except DomainError as exc:
+        return refuse(
+            request, exc, redirect_to=request.POST["next"] if _safe_next(request) else "pipeline"
+        )
+    messages.success(request, f"{question.image.source_id} now has its question.")
     return redirect(request.POST["next"] if _safe_next(request) else "pipeline")
 
 
@@ -446,16 +450,15 @@ def question_correct(request: HttpRequest, question_id: int) -> HttpResponse:
                 value=request.POST.get("value", ""),
                 reason=reason,
             )
-    except services.ReviewError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(
-            request,
-            {
-                "drop": "Question dropped.",
-                "restore": "Question restored.",
-            }.get(field_name, "Correction saved."),
-        )
+    except DomainError as exc:
+        return refuse(request, exc, redirect_to=reverse("image", args=[question.image.source_id]))
+    messages.success(
+        request,
+        {
+            "drop": "Question dropped.",
+            "restore": "Question restored.",
+        }.get(field_name, "Correction saved."),
+    )
     return redirect("image", source_id=question.image.source_id)
 
 

@@ -65,7 +65,7 @@ def refuse(
     if exc.status == 404:
         raise Http404(exc.message) from exc
     if request.htmx and partial is not None:
-        return partial()
+        return partial(exc)
     messages.error(request, exc.message)
     return redirect(redirect_to)
 

@@ -24,6 +24,7 @@ from django_htmx.http import reswap, retarget
 
 from core import access
 from core.errors import DomainError
+from core.http import refuse
 
 from . import services
 from .compiler import TIERS
@@ -231,22 +232,28 @@ def _edit(
             **fields,
         )
     except DomainError as exc:
-        if exc.status == 404:
-            raise Http404(exc.message) from exc
-        if not request.htmx:
-            messages.error(request, exc.message)
-            return redirect("rubric_workspace", version_id=version_id)
-        context = _checklist_context(
+
+        def checklist(exc: DomainError) -> HttpResponse:
+            context = _checklist_context(
+                request,
+                _version(version_id),
+                error=exc,
+                attempted={
+                    "action": action.__name__,
+                    **{k: v for k, v in fields.items() if isinstance(v, str)},
+                },
+            )
+            response = render(
+                request, "rubrics/workspace.html#checklist", context, status=exc.status
+            )
+            return retarget(reswap(response, "outerHTML"), "#checklist")
+
+        return refuse(
             request,
-            _version(version_id),
-            error=exc,
-            attempted={
-                "action": action.__name__,
-                **{k: v for k, v in fields.items() if isinstance(v, str)},
-            },
+            exc,
+            partial=checklist,
+            redirect_to=reverse("rubric_workspace", args=[version_id]),
         )
-        response = render(request, "rubrics/workspace.html#checklist", context, status=exc.status)
-        return retarget(reswap(response, "outerHTML"), "#checklist")
     if not request.htmx:
         return redirect("rubric_workspace", version_id=version_id)
     context = _checklist_context(request, _version(version_id))
@@ -365,10 +372,7 @@ def complete(request: HttpRequest, version_id: int) -> HttpResponse:
             user=request.user, version_id=version_id, revision=request.POST.get("revision")
         )
     except DomainError as exc:
-        if exc.status == 404:
-            raise Http404(exc.message) from exc
-        messages.error(request, exc.message)
-        return redirect("rubric_workspace", version_id=version_id)
+        return refuse(request, exc, redirect_to=reverse("rubric_workspace", args=[version_id]))
     messages.success(
         request,
         f"Round complete: {version.rubric.question.image.source_id} "
