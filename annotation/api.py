@@ -350,7 +350,12 @@ def image_detail(request: Request, source_id: str) -> Response:
             "ImportErrors",
             {
                 "detail": serializers.CharField(),
-                "errors": serializers.ListField(child=serializers.CharField()),
+                "field": serializers.CharField(required=False),
+                "errors": serializers.ListField(
+                    child=serializers.CharField(),
+                    required=False,
+                    help_text="one line per bad manifest line",
+                ),
             },
         ),
         403: ErrorSerializer,

@@ -93,3 +93,13 @@ def error_response(
         body = {"detail": message, **({"field": field} if field else {})}
         return JsonResponse(body, status=status)
     return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler404: under /api/ an address that matches no route (/api/candidates/abc/) gets
+    the API's JSON error body, as every other refusal there; pages keep Django's 404 page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)

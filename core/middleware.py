@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
+from django.http.multipartparser import MultiPartParserError
 
 from .http import error_response
 from .text import MAX_VALUE, bad_character
@@ -68,7 +69,11 @@ class InputBoundaryMiddleware:
         return None
 
     def _check_form(self, request: HttpRequest) -> tuple[str, str] | None:
-        for key, values in request.POST.lists():
+        try:
+            fields = request.POST
+        except MultiPartParserError:
+            return None  # not a readable form: the view's parser answers that, with its 400
+        for key, values in fields.lists():
             problem = _problem(key, key, multiline=False)
             for value in values:
                 problem = problem or _problem(key, value, multiline=True)

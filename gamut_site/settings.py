@@ -255,6 +255,10 @@ SPECTACULAR_SETTINGS = {
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "core.schema.document_errors",
+    ],
     # The schema and its docs are for people with a role, as the API itself.
     "SERVE_PERMISSIONS": ["core.access.IsMember"],
     # Swagger UI from the drf-spectacular-sidecar wheel: no CDN.

@@ -132,3 +132,5 @@ urlpatterns = [
     ),
     path("admin/", admin.site.urls),
 ]
+
+handler404 = "core.http.not_found"
