@@ -57,16 +57,26 @@ class ReviewOutSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+# The request bodies are validated by these serializers (so the schema says what is accepted),
+# then by the services, which also serve the pages and commands (the rules between fields:
+# revise needs a text, accept needs an acceptance).
 class ReviewInSerializer(serializers.Serializer):
     decision = serializers.ChoiceField(choices=Decision.values)
     revised_text = serializers.CharField(
-        required=False, allow_blank=True, help_text="required for revise, refused otherwise"
+        required=False,
+        allow_blank=True,
+        max_length=services.MAX_TEXT,
+        help_text="required for revise, refused otherwise",
     )
     reasons = serializers.ListField(
         child=serializers.ChoiceField(choices=REASON_KEYS), required=False
     )
-    comment = serializers.CharField(required=False, allow_blank=True)
-    seconds = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    comment = serializers.CharField(
+        required=False, allow_blank=True, max_length=services.MAX_COMMENT
+    )
+    seconds = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, max_value=services.MAX_SECONDS
+    )
 
 
 class AdjudicationInSerializer(serializers.Serializer):
@@ -74,10 +84,15 @@ class AdjudicationInSerializer(serializers.Serializer):
     revised_text = serializers.CharField(
         required=False,
         allow_blank=True,
+        max_length=services.MAX_TEXT,
         help_text="required for revise: one annotator's revision or the adjudicator's own",
     )
-    comment = serializers.CharField(required=False, allow_blank=True)
-    seconds = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    comment = serializers.CharField(
+        required=False, allow_blank=True, max_length=services.MAX_COMMENT
+    )
+    seconds = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, max_value=services.MAX_SECONDS
+    )
 
 
 class CandidateDetailSerializer(serializers.Serializer):
@@ -145,16 +160,6 @@ def review_dict(review: Review) -> dict:
     }
 
 
-def _body(request: Request) -> dict | None:
-    """The request body as a plain dict (JSON or form), or None when it is not an object."""
-    data = request.data
-    if hasattr(data, "getlist"):  # a form: reasons may repeat
-        plain = data.dict()
-        plain["reasons"] = data.getlist("reasons")
-        return plain
-    return data if isinstance(data, dict) else None
-
-
 @extend_schema(
     summary="Claim the next candidate to review",
     request=None,
@@ -185,17 +190,10 @@ def review_claim(request: Request) -> Response:
 )
 @api_view(["POST"])
 def review_create(request: Request, candidate_id: int) -> Response:
-    data = _body(request)
-    if data is None:
-        return Response({"detail": "The body must be a JSON object."}, status=400)
+    incoming = ReviewInSerializer(data=request.data)
+    incoming.is_valid(raise_exception=True)
     review = services.review_submit(
-        user=request.user,
-        candidate_id=candidate_id,
-        decision=data.get("decision"),
-        revised_text=data.get("revised_text", ""),
-        reasons=data.get("reasons", []),
-        comment=data.get("comment", ""),
-        seconds=data.get("seconds"),
+        user=request.user, candidate_id=candidate_id, **incoming.validated_data
     )
     return Response(review_dict(review), status=status.HTTP_201_CREATED)
 
@@ -275,16 +273,10 @@ def adjudication_claim(request: Request) -> Response:
 )
 @api_view(["POST"])
 def adjudication_create(request: Request, candidate_id: int) -> Response:
-    data = _body(request)
-    if data is None:
-        return Response({"detail": "The body must be a JSON object."}, status=400)
+    incoming = AdjudicationInSerializer(data=request.data)
+    incoming.is_valid(raise_exception=True)
     adjudication = services.adjudication_resolve(
-        user=request.user,
-        candidate_id=candidate_id,
-        decision=data.get("decision"),
-        revised_text=data.get("revised_text", ""),
-        comment=data.get("comment", ""),
-        seconds=data.get("seconds"),
+        user=request.user, candidate_id=candidate_id, **incoming.validated_data
     )
     child = adjudication.candidate.children.order_by("-id").first()
     return Response(

@@ -22,21 +22,21 @@ class ErrorSerializer(serializers.Serializer):
     field = serializers.CharField(required=False, help_text="the input at fault, when one is")
 
 
-def _first_error(detail) -> tuple[str, str | None]:
-    """The first message of a DRF validation error and the field it belongs to."""
-    if isinstance(detail, dict):
-        for key, value in detail.items():
-            message, inner = _first_error(value)
-            name = key if key != "non_field_errors" else None
-            if inner and name:
-                name = f"{name}.{inner}"
-            elif inner:
-                name = inner
-            return message, name
+def _first_message(detail) -> str:
+    if isinstance(detail, dict) and detail:
+        return _first_message(next(iter(detail.values())))
     if isinstance(detail, list) and detail:
-        message, inner = _first_error(detail[0])
-        return message, inner
-    return str(detail), None
+        return _first_message(detail[0])
+    return str(detail)
+
+
+def _first_error(detail) -> tuple[str, str | None]:
+    """The first message of a DRF validation error and the input (top-level field) it is
+    about."""
+    if isinstance(detail, dict) and detail:
+        key = next(iter(detail))
+        return _first_message(detail[key]), None if key == "non_field_errors" else str(key)
+    return _first_message(detail), None
 
 
 def api_exception_handler(exc, context) -> Response | None:

@@ -144,10 +144,7 @@ def test_an_over_long_comment_is_a_400_naming_it(alice, make_image):
         format="json",
     )
     assert response.status_code == 400
-    assert response.json() == {
-        "detail": "comment is longer than 5000 characters.",
-        "field": "comment",
-    }
+    assert response.json()["field"] == "comment" and "5000" in response.json()["detail"]
     assert not Review.objects.exists()
 
 
