@@ -170,6 +170,7 @@ def review_dict(review: Review) -> dict:
     },
 )
 @api_view(["POST"])
+@access.role_required(access.ANNOTATOR, message="Only annotators review candidates.")
 def review_claim(request: Request) -> Response:
     claimed = services.review_claim(user=request.user)
     if claimed is None:
@@ -189,6 +190,7 @@ def review_claim(request: Request) -> Response:
     },
 )
 @api_view(["POST"])
+@access.role_required(access.ANNOTATOR, message="Only annotators review candidates.")
 def review_create(request: Request, candidate_id: int) -> Response:
     incoming = ReviewInSerializer(data=request.data)
     incoming.is_valid(raise_exception=True)
@@ -242,6 +244,7 @@ def candidate_detail(request: Request, candidate_id: int) -> Response:
     },
 )
 @api_view(["POST"])
+@access.role_required(access.ADJUDICATOR, message="Only adjudicators resolve disputes.")
 def adjudication_claim(request: Request) -> Response:
     claimed = services.adjudication_claim(user=request.user)
     if claimed is None:
@@ -272,6 +275,7 @@ def adjudication_claim(request: Request) -> Response:
     },
 )
 @api_view(["POST"])
+@access.role_required(access.ADJUDICATOR, message="Only adjudicators resolve disputes.")
 def adjudication_create(request: Request, candidate_id: int) -> Response:
     incoming = AdjudicationInSerializer(data=request.data)
     incoming.is_valid(raise_exception=True)
