@@ -235,8 +235,18 @@ def test_job_launch_forms(world, field):
     run()
 
 
+@pytest.fixture
+def login_limits_cleared():
+    """The failures counted by the login limit are cached: leave none behind for other tests."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
 @pytest.mark.parametrize("field", ["username", "password"])
-def test_login_form(db, field):
+def test_login_form(db, field, login_limits_cleared):
     client = Client(raise_request_exception=False)
 
     @EXAMPLES
