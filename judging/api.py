@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from annotation.models import FinalQuestion
 from core import access
+from core.errors import InvalidInput, NotFound
 from core.http import ErrorSerializer
 
 from . import reports
@@ -217,11 +218,8 @@ SETTING = OpenApiParameter(
 ERRORS = dict.fromkeys((400, 401, 403, 404), ErrorSerializer)
 
 
-class _Refused(Exception):
-    def __init__(self, status: int, detail: str, field: str | None = None) -> None:
-        self.response = Response(
-            {"detail": detail, **({"field": field} if field else {})}, status=status
-        )
+# Refusals are domain errors: core.http.api_exception_handler answers them with the one
+# error body.
 
 
 _ADMINS = access.role_required(access.ADMIN, message="Only admins read the results.")
@@ -235,28 +233,25 @@ def _named_judge(request: Request, param: str) -> Judge | None:
     try:
         return Judge.objects.get(name=name)
     except Judge.DoesNotExist as exc:
-        raise _Refused(400, f"unknown judge {name!r}", param) from exc
+        raise InvalidInput(f"unknown judge {name!r}", param) from exc
 
 
 def _judge(request: Request) -> Judge:
     judge = _named_judge(request, "judge") or Judge.objects.order_by("name").first()
     if judge is None:
-        raise _Refused(404, "No judge yet.")
+        raise NotFound("No judge yet.")
     return judge
 
 
 def _setting(request: Request) -> str:
     setting = request.query_params.get("setting", Setting.MULTIMODAL)
     if setting not in Setting.values:
-        raise _Refused(400, f"setting must be one of {', '.join(Setting.values)}", "setting")
+        raise InvalidInput(f"setting must be one of {', '.join(Setting.values)}", "setting")
     return setting
 
 
 def _answer(build) -> Response:
-    try:
-        return Response(build())
-    except _Refused as refused:
-        return refused.response
+    return Response(build())
 
 
 @extend_schema(
@@ -313,7 +308,7 @@ def judges_detail(request: Request) -> Response:
         setting = _setting(request)
         judges = list(Judge.objects.order_by("name"))
         if not judges:
-            raise _Refused(404, "No judge yet.")
+            raise NotFound("No judge yet.")
         judge_a = _named_judge(request, "a") or judges[0]
         judge_b = _named_judge(request, "b") or next((j for j in judges if j != judge_a), None)
         return reports.judges_report(setting=setting, judge_a=judge_a, judge_b=judge_b)
@@ -332,7 +327,7 @@ def question_detail(request: Request, source_id: str) -> Response:
         try:
             question = reports.question_for(source_id)
         except FinalQuestion.DoesNotExist as exc:
-            raise _Refused(404, "No final question for this image.") from exc
+            raise NotFound("No final question for this image.") from exc
         return reports.question_report(
             question, image_url=request.build_absolute_uri(reports.image_url_for(source_id))
         )
