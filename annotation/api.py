@@ -3,7 +3,6 @@ service, translate its errors into status codes."""
 
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
@@ -13,14 +12,21 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from . import access, services
+from core import access
+from core.http import ErrorSerializer
+
+from . import services
 from .importing import MAX_PROBLEMS_SHOWN, ImportProblems, import_from_upload
-from .models import REASON_KEYS, Candidate, Decision, Image, ImportBatch, Review, image_status
-
-
-class ErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField()
-    field = serializers.CharField(required=False)
+from .models import (
+    REASON_KEYS,
+    Candidate,
+    Decision,
+    Image,
+    ImportBatch,
+    Review,
+    image_status,
+    status_visible_to,
+)
 
 
 class ImageRefSerializer(serializers.Serializer):
@@ -51,16 +57,26 @@ class ReviewOutSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+# The request bodies are validated by these serializers (so the schema says what is accepted),
+# then by the services, which also serve the pages and commands (the rules between fields:
+# revise needs a text, accept needs an acceptance).
 class ReviewInSerializer(serializers.Serializer):
     decision = serializers.ChoiceField(choices=Decision.values)
     revised_text = serializers.CharField(
-        required=False, allow_blank=True, help_text="required for revise, refused otherwise"
+        required=False,
+        allow_blank=True,
+        max_length=services.MAX_TEXT,
+        help_text="required for revise, refused otherwise",
     )
     reasons = serializers.ListField(
         child=serializers.ChoiceField(choices=REASON_KEYS), required=False
     )
-    comment = serializers.CharField(required=False, allow_blank=True)
-    seconds = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    comment = serializers.CharField(
+        required=False, allow_blank=True, max_length=services.MAX_COMMENT
+    )
+    seconds = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, max_value=services.MAX_SECONDS
+    )
 
 
 class AdjudicationInSerializer(serializers.Serializer):
@@ -68,10 +84,15 @@ class AdjudicationInSerializer(serializers.Serializer):
     revised_text = serializers.CharField(
         required=False,
         allow_blank=True,
+        max_length=services.MAX_TEXT,
         help_text="required for revise: one annotator's revision or the adjudicator's own",
     )
-    comment = serializers.CharField(required=False, allow_blank=True)
-    seconds = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    comment = serializers.CharField(
+        required=False, allow_blank=True, max_length=services.MAX_COMMENT
+    )
+    seconds = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, max_value=services.MAX_SECONDS
+    )
 
 
 class CandidateDetailSerializer(serializers.Serializer):
@@ -96,13 +117,6 @@ class ImageDetailSerializer(serializers.Serializer):
     )
     candidates = serializers.ListField(child=serializers.IntegerField())
     question = serializers.CharField(allow_null=True)
-
-
-def _error(exc: services.ReviewError) -> Response:
-    body = {"detail": exc.message}
-    if exc.field:
-        body["field"] = exc.field
-    return Response(body, status=exc.status)
 
 
 def _image_ref(request: Request, candidate: Candidate) -> dict:
@@ -146,16 +160,6 @@ def review_dict(review: Review) -> dict:
     }
 
 
-def _body(request: Request) -> dict | None:
-    """The request body as a plain dict (JSON or form), or None when it is not an object."""
-    data = request.data
-    if hasattr(data, "getlist"):  # a form: reasons may repeat
-        plain = data.dict()
-        plain["reasons"] = data.getlist("reasons")
-        return plain
-    return data if isinstance(data, dict) else None
-
-
 @extend_schema(
     summary="Claim the next candidate to review",
     request=None,
@@ -166,11 +170,9 @@ def _body(request: Request) -> dict | None:
     },
 )
 @api_view(["POST"])
+@access.role_required(access.ANNOTATOR, message="Only annotators review candidates.")
 def review_claim(request: Request) -> Response:
-    try:
-        claimed = services.review_claim(user=request.user)
-    except services.ReviewError as exc:
-        return _error(exc)
+    claimed = services.review_claim(user=request.user)
     if claimed is None:
         return Response(status=status.HTTP_204_NO_CONTENT)
     return Response(_claimed(request, claimed))
@@ -188,22 +190,13 @@ def review_claim(request: Request) -> Response:
     },
 )
 @api_view(["POST"])
+@access.role_required(access.ANNOTATOR, message="Only annotators review candidates.")
 def review_create(request: Request, candidate_id: int) -> Response:
-    data = _body(request)
-    if data is None:
-        return Response({"detail": "The body must be a JSON object."}, status=400)
-    try:
-        review = services.review_submit(
-            user=request.user,
-            candidate_id=candidate_id,
-            decision=data.get("decision"),
-            revised_text=data.get("revised_text", ""),
-            reasons=data.get("reasons", []),
-            comment=data.get("comment", ""),
-            seconds=data.get("seconds"),
-        )
-    except services.ReviewError as exc:
-        return _error(exc)
+    incoming = ReviewInSerializer(data=request.data)
+    incoming.is_valid(raise_exception=True)
+    review = services.review_submit(
+        user=request.user, candidate_id=candidate_id, **incoming.validated_data
+    )
     return Response(review_dict(review), status=status.HTTP_201_CREATED)
 
 
@@ -212,9 +205,8 @@ def review_create(request: Request, candidate_id: int) -> Response:
     responses={200: CandidateDetailSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
 )
 @api_view(["GET"])
+@access.role_required(access.MEMBER)
 def candidate_detail(request: Request, candidate_id: int) -> Response:
-    if not access.is_member(request.user):
-        raise PermissionDenied("You have no role in this project.")
     visible = Review.objects.visible_to(request.user).select_related("annotator")
     candidate = get_object_or_404(
         Candidate.objects.prefetch_related(
@@ -228,7 +220,7 @@ def candidate_detail(request: Request, candidate_id: int) -> Response:
             "id": candidate.pk,
             "text": candidate.text,
             "round": candidate.round,
-            "status": candidate.status,
+            "status": status_visible_to(candidate, request.user),
             "parent": candidate.parent_id,
             "children": [child.pk for child in candidate.children.all()],
             "reviews": [review_dict(r) for r in candidate.visible_reviews],
@@ -252,11 +244,9 @@ def candidate_detail(request: Request, candidate_id: int) -> Response:
     },
 )
 @api_view(["POST"])
+@access.role_required(access.ADJUDICATOR, message="Only adjudicators resolve disputes.")
 def adjudication_claim(request: Request) -> Response:
-    try:
-        claimed = services.adjudication_claim(user=request.user)
-    except services.ReviewError as exc:
-        return _error(exc)
+    claimed = services.adjudication_claim(user=request.user)
     if claimed is None:
         return Response(status=status.HTTP_204_NO_CONTENT)
     reviews = Review.objects.filter(candidate=claimed.candidate).select_related("annotator")
@@ -285,21 +275,13 @@ def adjudication_claim(request: Request) -> Response:
     },
 )
 @api_view(["POST"])
+@access.role_required(access.ADJUDICATOR, message="Only adjudicators resolve disputes.")
 def adjudication_create(request: Request, candidate_id: int) -> Response:
-    data = _body(request)
-    if data is None:
-        return Response({"detail": "The body must be a JSON object."}, status=400)
-    try:
-        adjudication = services.adjudication_resolve(
-            user=request.user,
-            candidate_id=candidate_id,
-            decision=data.get("decision"),
-            revised_text=data.get("revised_text", ""),
-            comment=data.get("comment", ""),
-            seconds=data.get("seconds"),
-        )
-    except services.ReviewError as exc:
-        return _error(exc)
+    incoming = AdjudicationInSerializer(data=request.data)
+    incoming.is_valid(raise_exception=True)
+    adjudication = services.adjudication_resolve(
+        user=request.user, candidate_id=candidate_id, **incoming.validated_data
+    )
     child = adjudication.candidate.children.order_by("-id").first()
     return Response(
         {
@@ -318,9 +300,8 @@ def adjudication_create(request: Request, candidate_id: int) -> Response:
     responses={200: ImageDetailSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
 )
 @api_view(["GET"])
+@access.role_required(access.MEMBER)
 def image_detail(request: Request, source_id: str) -> Response:
-    if not access.is_member(request.user):
-        raise PermissionDenied("You have no role in this project.")
     image = get_object_or_404(
         Image.objects.with_counts().select_related("question"), source_id=source_id
     )
@@ -365,12 +346,16 @@ def image_detail(request: Request, source_id: str) -> Response:
             "ImportErrors",
             {
                 "detail": serializers.CharField(),
+                "field": serializers.CharField(required=False),
                 "errors": serializers.ListField(
                     child=serializers.CharField(),
+                    required=False,
                     help_text=f"The first {MAX_PROBLEMS_SHOWN} problems, "
                     "a line's as 'line N: ...'.",
                 ),
-                "more": serializers.IntegerField(help_text="How many problems are not listed."),
+                "more": serializers.IntegerField(
+                    required=False, help_text="How many problems are not listed."
+                ),
             },
         ),
         403: ErrorSerializer,
@@ -378,9 +363,8 @@ def image_detail(request: Request, source_id: str) -> Response:
 )
 @api_view(["POST"])
 @parser_classes([MultiPartParser])
+@access.role_required(access.ADMIN, message="Only admins import images.")
 def images_import(request: Request) -> Response:
-    if not access.is_admin(request.user):
-        return Response({"detail": "Only admins import images."}, status=403)
     manifest = request.FILES.get("manifest")
     if manifest is None:
         return Response(

@@ -6,12 +6,13 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import api_view
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from . import access
-from .api import ErrorSerializer
+from core import access
+from core.http import ErrorSerializer
+
 from .diversity_report import SCOPES, diversity_report
 
 
@@ -84,9 +85,8 @@ class DiversityQuerySerializer(serializers.Serializer):
     },
 )
 @api_view(["GET"])
+@access.role_required(access.ADMIN, message="Only admins read the diversity report.")
 def diversity_detail(request: Request) -> Response:
-    if not access.is_admin(request.user):
-        raise PermissionDenied("Only admins read the diversity report.")
     query = DiversityQuerySerializer(data=request.query_params)
     if not query.is_valid():
         raise ValidationError(query.errors)

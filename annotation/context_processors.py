@@ -1,4 +1,4 @@
-from . import access
+from core import access
 
 
 def roles(request) -> dict:

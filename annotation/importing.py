@@ -39,6 +39,9 @@ from django.utils.text import slugify
 from PIL import Image as PILImage
 from PIL import UnidentifiedImageError
 
+from core.errors import InvalidInput
+from core.text import clean_source_id, clean_text
+
 from .models import (
     AuditEvent,
     Candidate,
@@ -50,6 +53,7 @@ from .models import (
 
 REQUIRED = ("source_id", "image", "entity", "domain", "popularity")
 OPTIONAL = ("egocentric", "candidates")
+MAX_CANDIDATE = 2000  # as a review's revision (annotation.services.MAX_TEXT)
 Progress = Callable[[Iterable], Iterable]
 
 # Pillow's format -> the stored file's extension. MPO is how Pillow names the JPEG that many
@@ -383,6 +387,41 @@ ImageSource = FolderImages | ZipImages
 # --- the manifest ---------------------------------------------------------------------------
 
 
+# The texts of a line, checked at the boundary (core.text): the columns' lengths, no control
+# characters, and source ids that are safe in an address.
+_TEXT_LIMITS = {"entity": 500, "domain": 100, "image": 500}
+
+
+def _text_problems(obj: dict) -> list[str]:
+    problems = []
+    checks: list[tuple[str, Callable[[], object]]] = [
+        ("source_id", lambda: clean_source_id(obj["source_id"].strip())),
+        *(
+            (
+                name,
+                lambda name=name, limit=limit: clean_text(
+                    obj[name], name, limit=limit, multiline=False
+                ),
+            )
+            for name, limit in _TEXT_LIMITS.items()
+        ),
+    ]
+    for name, check in checks:
+        if isinstance(obj.get(name), str) and obj[name].strip():
+            try:
+                check()
+            except InvalidInput as exc:
+                problems.append(exc.message)
+    candidates = obj.get("candidates")
+    for index, text in enumerate(candidates if isinstance(candidates, list) else [], 1):
+        if isinstance(text, str):
+            try:
+                clean_text(text, f"candidates[{index}]", limit=MAX_CANDIDATE)
+            except InvalidInput as exc:
+                problems.append(exc.message)
+    return problems
+
+
 def _entry_problems(obj) -> tuple[list[str], ManifestEntry | None]:
     """The problems of one decoded line by itself, or its entry (not yet located)."""
     if not isinstance(obj, dict):
@@ -397,6 +436,7 @@ def _entry_problems(obj) -> tuple[list[str], ManifestEntry | None]:
     unknown = sorted(set(obj) - set(REQUIRED) - set(OPTIONAL))
     if unknown:
         problems.append(f"unknown field {unknown[0][:60]!r}")
+    problems.extend(_text_problems(obj))
     popularity = obj.get("popularity")
     if isinstance(popularity, str) and popularity.strip() and popularity not in Popularity.values:
         problems.append(f"popularity must be head, torso, tail or unknown, not {popularity[:60]!r}")

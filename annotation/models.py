@@ -242,6 +242,20 @@ class ReviewQuerySet(models.QuerySet):
         return self.filter(visible)
 
 
+def status_visible_to(candidate, user) -> str:
+    """A candidate's status as this person may see it. "disputed" would tell an annotator that
+    the other one disagreed: until the candidate is resolved, only admins and the adjudicators
+    who may settle it see it; an annotator sees it as still open (their own review is in)."""
+    if candidate.status != CandidateStatus.DISPUTED or user.is_staff:
+        return candidate.status
+    if (
+        user.groups.filter(name="adjudicator").exists()
+        and not candidate.reviews.filter(annotator=user).exists()
+    ):
+        return candidate.status
+    return CandidateStatus.OPEN
+
+
 class Review(models.Model):
     candidate = models.ForeignKey(Candidate, on_delete=models.PROTECT, related_name="reviews")
     annotator = models.ForeignKey(

@@ -19,7 +19,10 @@ from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from . import access
+from core import access
+from core.errors import Conflict, DomainError, InvalidInput, NotAllowed, NotFound
+from core.text import clean_text
+
 from .models import (
     REASON_KEYS,
     Adjudication,
@@ -40,33 +43,11 @@ log = logging.getLogger(__name__)
 MAX_SECONDS = 24 * 3600
 MAX_TEXT = 2000
 MAX_COMMENT = 5000
+ENTITY_MAX = 500  # Image.entity's max_length
 
 
-class ReviewError(Exception):
-    """A refused request. `field` names the input at fault, when one is."""
-
-    status = 400
-
-    def __init__(self, message: str, field: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.field = field
-
-
-class InvalidInput(ReviewError):
-    status = 400
-
-
-class NotAllowed(ReviewError):
-    status = 403
-
-
-class NotFound(ReviewError):
-    status = 404
-
-
-class Conflict(ReviewError):
-    status = 409
+# Kept until the in-flight branches are merged: the error classes live in core.errors now.
+ReviewError = DomainError
 
 
 def normalize_text(text: str) -> str:
@@ -135,16 +116,7 @@ def _auto_generate(image_id: int) -> None:
 
 
 def _clean_text(value, field: str, *, required: bool, limit: int = MAX_TEXT) -> str:
-    if value is None:
-        value = ""
-    if not isinstance(value, str):
-        raise InvalidInput(f"{field} must be text.", field)
-    value = value.strip()
-    if required and not value:
-        raise InvalidInput(f"{field} is required.", field)
-    if len(value) > limit:
-        raise InvalidInput(f"{field} is longer than {limit} characters.", field)
-    return value
+    return clean_text(value, field, limit=limit, required=required)
 
 
 def _clean_decision(decision) -> str:
@@ -487,6 +459,13 @@ def adjudication_resolve(
         raise NotAllowed("You wrote this question, so another adjudicator must settle it.")
     if candidate.status != CandidateStatus.DISPUTED:
         raise Conflict(f"This candidate is {candidate.status}, not disputed.")
+    # As in review: settling without a claim is allowed, but not a candidate another holds.
+    if (
+        AdjudicationClaim.objects.filter(candidate=candidate, expires_at__gt=now)
+        .exclude(adjudicator=user)
+        .exists()
+    ):
+        raise Conflict("Another adjudicator holds this candidate; it is theirs to settle.")
 
     decision = _clean_decision(decision)
     revised = _clean_text(revised_text, "revised_text", required=decision == Decision.REVISE)
@@ -602,10 +581,10 @@ def question_correct(
         raise NotAllowed("Only admins correct questions.")
     if field_name not in (QuestionCorrection.Field.ENTITY, QuestionCorrection.Field.TEXT):
         raise InvalidInput("field must be entity or text.", "field")
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput("value is required.", "value")
-    if not isinstance(reason, str) or not reason.strip():
-        raise InvalidInput("reason is required.", "reason")
+    # The entity is a column of 500 characters; a question's text has the review's limit.
+    limit = ENTITY_MAX if field_name == QuestionCorrection.Field.ENTITY else MAX_TEXT
+    value = clean_text(value, "value", limit=limit, required=True)
+    reason = clean_text(reason, "reason", limit=MAX_COMMENT, required=True)
     question = (
         FinalQuestion.objects.select_for_update()
         .select_related("image")
@@ -655,8 +634,7 @@ def question_drop(
     now = now or timezone.now()
     if not access.is_admin(user):
         raise NotAllowed("Only admins drop or restore questions.")
-    if not isinstance(reason, str) or not reason.strip():
-        raise InvalidInput("reason is required.", "reason")
+    reason = clean_text(reason, "reason", limit=MAX_COMMENT, required=True)
     question = FinalQuestion.objects.select_for_update().filter(pk=question_id).first()
     if question is None:
         raise NotFound(f"There is no question {question_id}.")

@@ -14,19 +14,22 @@ from pathlib import PurePosixPath
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Exists, Max, OuterRef
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods, require_POST
 
+from core import access
+from core.errors import DomainError
+from core.http import refuse
 from rubrics.models import Rubric, RubricVersion
 from rubrics.services import revision_queue
 
-from . import access, services
+from . import services
 from .agreement import agreement_report
 from .importing import CONTENT_TYPES, ImportProblems, import_from_upload, problems_shown
 from .models import (
@@ -100,11 +103,6 @@ def login_locked_out(
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _require(check, request: HttpRequest, what: str) -> None:
-    if not check(request.user):
-        raise PermissionDenied(f"This page is for {what}.")
-
-
 def _progress(user) -> dict:
     start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     return {
@@ -149,17 +147,15 @@ def home(request: HttpRequest) -> HttpResponse:
                 created_at__gte=timezone.now() - timedelta(hours=24)
             ).count(),
         }
-    if access.RUBRIC_REVISER in access.roles(user):
+    if access.is_reviser(user):
         context["reviser"] = {"waiting": len(revision_queue())}
     if access.is_admin(user):
         context["admin"] = _pipeline_counts()
     return render(request, "annotation/home.html", context)
 
 
-@login_required
+@access.role_required(access.MEMBER, api_token=True)
 def image_file(request: HttpRequest, source_id: str) -> FileResponse:
-    if not access.is_member(request.user):
-        raise PermissionDenied("You have no role in this project.")
     image = get_object_or_404(Image, source_id=source_id)
     # The content type comes from the stored extension, which the import took from the decoded
     # format; a file with any other extension (stored before that, or quarantined by
@@ -184,7 +180,7 @@ def image_file(request: HttpRequest, source_id: str) -> FileResponse:
 
 
 def _review_context(
-    request: HttpRequest, *, error: services.ReviewError | None = None, previous: dict | None = None
+    request: HttpRequest, *, error: DomainError | None = None, previous: dict | None = None
 ) -> dict:
     claimed = services.review_claim(user=request.user)
     return {
@@ -197,16 +193,14 @@ def _review_context(
     }
 
 
-@login_required
+@access.role_required(access.ANNOTATOR)
 def review_page(request: HttpRequest) -> HttpResponse:
-    _require(access.is_annotator, request, "annotators")
     return render(request, "annotation/review.html", _review_context(request))
 
 
-@login_required
+@access.role_required(access.ANNOTATOR)
 @require_POST
 def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
-    _require(access.is_annotator, request, "annotators")
     form = {
         "decision": request.POST.get("decision", ""),
         "revised_text": _revision(request),
@@ -216,17 +210,16 @@ def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
     }
     try:
         services.review_submit(user=request.user, candidate_id=candidate_id, **form)
-    except services.ReviewError as exc:
-        if exc.status == 404:
-            raise Http404(exc.message) from exc
-        if not request.htmx:
-            messages.error(request, exc.message)
-            return redirect("review")
-        context = _review_context(request, error=exc, previous=form)
-        if exc.status in (403, 409):  # the candidate is gone for this person: show the next
-            context["notice"] = exc.message
-            context["error"] = None
-        return render(request, "annotation/review.html#panel", context)
+    except DomainError as exc:
+
+        def panel(exc: DomainError) -> HttpResponse:
+            context = _review_context(request, error=exc, previous=form)
+            if exc.status in (403, 409):  # the candidate is gone for this person: the next
+                context["notice"] = exc.message
+                context["error"] = None
+            return render(request, "annotation/review.html#panel", context)
+
+        return refuse(request, exc, redirect_to="review", partial=panel)
     if not request.htmx:
         messages.success(request, "Review saved.")
         return redirect("review")
@@ -265,16 +258,14 @@ def _adjudication_context(request: HttpRequest, *, error=None, previous=None) ->
     return context
 
 
-@login_required
+@access.role_required(access.ADJUDICATOR)
 def adjudicate_page(request: HttpRequest) -> HttpResponse:
-    _require(access.is_adjudicator, request, "adjudicators")
     return render(request, "annotation/adjudicate.html", _adjudication_context(request))
 
 
-@login_required
+@access.role_required(access.ADJUDICATOR)
 @require_POST
 def adjudicate_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
-    _require(access.is_adjudicator, request, "adjudicators")
     form = {
         "decision": request.POST.get("decision", ""),
         "revised_text": _revision(request),
@@ -283,14 +274,17 @@ def adjudicate_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
     }
     try:
         services.adjudication_resolve(user=request.user, candidate_id=candidate_id, **form)
-    except services.ReviewError as exc:
-        if exc.status == 404:
-            raise Http404(exc.message) from exc
-        if not request.htmx:
-            messages.error(request, exc.message)
-            return redirect("adjudicate")
-        context = _adjudication_context(request, error=exc, previous=form)
-        return render(request, "annotation/adjudicate.html#panel", context)
+    except DomainError as exc:
+        return refuse(
+            request,
+            exc,
+            redirect_to="adjudicate",
+            partial=lambda exc: render(
+                request,
+                "annotation/adjudicate.html#panel",
+                _adjudication_context(request, error=exc, previous=form),
+            ),
+        )
     if not request.htmx:
         messages.success(request, "Decision saved.")
         return redirect("adjudicate")
@@ -371,9 +365,8 @@ def _pipeline_waits(counts: dict) -> list[tuple[str, str, int, str]]:
     ]
 
 
-@login_required
+@access.role_required(access.ADMIN)
 def pipeline(request: HttpRequest) -> HttpResponse:
-    _require(access.is_admin, request, "admins")
     awaiting = (
         Candidate.objects.filter(status=CandidateStatus.ACCEPTED, image__question__isnull=True)
         .select_related("image")
@@ -392,9 +385,8 @@ def pipeline(request: HttpRequest) -> HttpResponse:
     )
 
 
-@login_required
+@access.role_required(access.ADMIN)
 def agreement(request: HttpRequest) -> HttpResponse:
-    _require(access.is_admin, request, "admins")
     report = agreement_report()
     max_reviews = max((a.reviews for a in report.annotators), default=0) or 1
     for stats in report.annotators:
@@ -406,10 +398,9 @@ def agreement(request: HttpRequest) -> HttpResponse:
     return render(request, "annotation/agreement.html", {"report": report})
 
 
-@login_required
+@access.role_required(access.ADMIN)
 def image_page(request: HttpRequest, source_id: str) -> HttpResponse:
     """An image's whole history: candidates by round, every review and adjudication, events."""
-    _require(access.is_admin, request, "admins")
     image = get_object_or_404(Image.objects.select_related("question"), source_id=source_id)
     candidates = list(
         image.candidates.select_related("author", "co_author", "adjudication__adjudicator")
@@ -431,27 +422,24 @@ def image_page(request: HttpRequest, source_id: str) -> HttpResponse:
     )
 
 
-@login_required
+@access.role_required(access.ADMIN)
 @require_POST
 def candidate_promote(request: HttpRequest, candidate_id: int) -> HttpResponse:
-    _require(access.is_admin, request, "admins")
     try:
         question = services.final_question_promote(user=request.user, candidate_id=candidate_id)
-    except services.ReviewError as exc:
-        if exc.status == 404:
-            raise Http404(exc.message) from exc
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, f"{question.image.source_id} now has its question.")
+    except DomainError as exc:
+        return refuse(
+            request, exc, redirect_to=request.POST["next"] if _safe_next(request) else "pipeline"
+        )
+    messages.success(request, f"{question.image.source_id} now has its question.")
     return redirect(request.POST["next"] if _safe_next(request) else "pipeline")
 
 
-@login_required
+@access.role_required(access.ADMIN)
 @require_POST
 def question_correct(request: HttpRequest, question_id: int) -> HttpResponse:
     """Correct the ground-truth entity or the wording (field=entity|text), or drop or restore
     the question (field=drop|restore), with a reason."""
-    _require(access.is_admin, request, "admins")
     question = get_object_or_404(FinalQuestion.objects.select_related("image"), pk=question_id)
     field_name = request.POST.get("field", "")
     reason = request.POST.get("reason", "")
@@ -471,16 +459,15 @@ def question_correct(request: HttpRequest, question_id: int) -> HttpResponse:
                 value=request.POST.get("value", ""),
                 reason=reason,
             )
-    except services.ReviewError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(
-            request,
-            {
-                "drop": "Question dropped.",
-                "restore": "Question restored.",
-            }.get(field_name, "Correction saved."),
-        )
+    except DomainError as exc:
+        return refuse(request, exc, redirect_to=reverse("image", args=[question.image.source_id]))
+    messages.success(
+        request,
+        {
+            "drop": "Question dropped.",
+            "restore": "Question restored.",
+        }.get(field_name, "Correction saved."),
+    )
     return redirect("image", source_id=question.image.source_id)
 
 
@@ -493,10 +480,9 @@ def _safe_next(request: HttpRequest) -> bool:
     )
 
 
-@login_required
+@access.role_required(access.ADMIN)
 @require_http_methods(["GET", "POST"])
 def import_page(request: HttpRequest) -> HttpResponse:
-    _require(access.is_admin, request, "admins")
     context: dict = {
         "batches": ImportBatch.objects.select_related("created_by").order_by("-id")[:10]
     }

@@ -5,8 +5,6 @@ what would be imported."""
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -16,8 +14,9 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from . import access
-from .api import ErrorSerializer
+from core import access
+from core.http import ErrorSerializer
+
 from .crag_mm import SPLITS, crag_mm_from_upload
 from .importing import ImportProblems
 from .models import ImportBatch
@@ -45,10 +44,8 @@ def _outcome(data, files, *, actor, source: str) -> dict:
     }
 
 
-@login_required
+@access.role_required(access.ADMIN)
 def import_crag_mm_page(request: HttpRequest) -> HttpResponse:
-    if not access.is_admin(request.user):
-        raise PermissionDenied("This page is for admins.")
     context: dict = {"splits": SPLITS}
     status = 200
     if request.method == "POST":
@@ -114,9 +111,8 @@ def import_crag_mm_page(request: HttpRequest) -> HttpResponse:
 )
 @api_view(["POST"])
 @parser_classes([MultiPartParser])
+@access.role_required(access.ADMIN, message="Only admins import images.")
 def import_crag_mm_api(request: Request) -> Response:
-    if not access.is_admin(request.user):
-        return Response({"detail": "Only admins import images."}, status=403)
     try:
         body = _outcome(
             request.data, request.FILES, actor=request.user, source=ImportBatch.Source.API

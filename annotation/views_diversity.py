@@ -4,14 +4,12 @@ scopes) and `?format=csv&scope=final|candidates&table=domains|templates`."""
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from core import access
 from judging.csv_export import csv_response
 
-from . import access
 from .diversity_report import SCOPES, csv_rows, diversity_report
 
 TABLES = ("domains", "templates")
@@ -29,10 +27,8 @@ def _chart(report: dict) -> list[dict]:
     ]
 
 
-@login_required
+@access.role_required(access.ADMIN)
 def diversity_page(request: HttpRequest) -> HttpResponse:
-    if not access.is_admin(request.user):
-        raise PermissionDenied("This page is for admins.")
     export = request.GET.get("format")
     if export not in (None, "html", "csv", "json"):
         return _bad("format must be html, csv or json")

@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "template_partials",
     "csp",
     "axes",
+    "core",
     "annotation",
     "rubrics",
     "llm",
@@ -92,12 +93,15 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Before CSRF and every view: no control character or runaway value gets further.
+    "core.middleware.InputBoundaryMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "core.http.DomainErrorMiddleware",
     # Last, as axes asks: it turns a locked-out login into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -276,6 +280,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
     ],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "EXCEPTION_HANDLER": "core.http.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GAMUT review platform API",
@@ -286,7 +291,12 @@ SPECTACULAR_SETTINGS = {
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
-    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "core.schema.document_errors",
+    ],
+    # The schema and its docs are for people with a role, as the API itself.
+    "SERVE_PERMISSIONS": ["core.access.IsMember"],
     # Swagger UI from the drf-spectacular-sidecar wheel: no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

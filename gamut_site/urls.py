@@ -187,3 +187,5 @@ urlpatterns = [
     ),
     path("admin/", admin.site.urls),
 ]
+
+handler404 = "core.http.not_found"

@@ -15,9 +15,10 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotation import access
-from annotation.api import ErrorSerializer
 from annotation.models import FinalQuestion
+from core import access
+from core.errors import InvalidInput, NotFound
+from core.http import ErrorSerializer
 
 from . import reports
 from .analysis import LABELS
@@ -27,7 +28,6 @@ from .models import EvaluatedModel, Judge, Setting
 from .scoring import TIERS
 from .services import scoring_settings
 from .spot_checks import judge_agreement, spot_check_progress
-from .views_checks import may_read
 
 # --- the shapes, for the OpenAPI schema ------------------------------------------------------
 
@@ -246,16 +246,11 @@ SETTING = OpenApiParameter(
 ERRORS = dict.fromkeys((400, 401, 403, 404), ErrorSerializer)
 
 
-class _Refused(Exception):
-    def __init__(self, status: int, detail: str, field: str | None = None) -> None:
-        self.response = Response(
-            {"detail": detail, **({"field": field} if field else {})}, status=status
-        )
+# Refusals are domain errors: core.http.api_exception_handler answers them with the one
+# error body.
 
 
-def _admin(request: Request) -> None:
-    if not access.is_admin(request.user):
-        raise _Refused(403, "Only admins read the results.")
+_ADMINS = access.role_required(access.ADMIN, message="Only admins read the results.")
 
 
 def _named_judge(request: Request, param: str) -> Judge | None:
@@ -266,28 +261,25 @@ def _named_judge(request: Request, param: str) -> Judge | None:
     try:
         return Judge.objects.get(name=name)
     except Judge.DoesNotExist as exc:
-        raise _Refused(400, f"unknown judge {name!r}", param) from exc
+        raise InvalidInput(f"unknown judge {name!r}", param) from exc
 
 
 def _judge(request: Request) -> Judge:
     judge = _named_judge(request, "judge") or Judge.objects.order_by("name").first()
     if judge is None:
-        raise _Refused(404, "No judge yet.")
+        raise NotFound("No judge yet.")
     return judge
 
 
 def _setting(request: Request) -> str:
     setting = request.query_params.get("setting", Setting.MULTIMODAL)
     if setting not in Setting.values:
-        raise _Refused(400, f"setting must be one of {', '.join(Setting.values)}", "setting")
+        raise InvalidInput(f"setting must be one of {', '.join(Setting.values)}", "setting")
     return setting
 
 
 def _answer(build) -> Response:
-    try:
-        return Response(build())
-    except _Refused as refused:
-        return refused.response
+    return Response(build())
 
 
 @extend_schema(
@@ -296,9 +288,9 @@ def _answer(build) -> Response:
     responses={200: LeaderboardSerializer, **ERRORS},
 )
 @api_view(["GET"])
+@_ADMINS
 def leaderboard_detail(request: Request) -> Response:
     def build() -> dict:
-        _admin(request)
         judge, setting = _judge(request), _setting(request)
         return board_as_dict(leaderboard(judge=judge, setting=setting, settings=scoring_settings()))
 
@@ -311,9 +303,9 @@ def leaderboard_detail(request: Request) -> Response:
     responses={200: SettingsReportSerializer, **ERRORS},
 )
 @api_view(["GET"])
+@_ADMINS
 def settings_detail(request: Request) -> Response:
     def build() -> dict:
-        _admin(request)
         return reports.settings_report(_judge(request))
 
     return _answer(build)
@@ -332,13 +324,13 @@ def settings_detail(request: Request) -> Response:
     responses={200: JudgesReportSerializer, **ERRORS},
 )
 @api_view(["GET"])
+@_ADMINS
 def judges_detail(request: Request) -> Response:
     def build() -> dict:
-        _admin(request)
         setting = _setting(request)
         judges = list(Judge.objects.order_by("name"))
         if not judges:
-            raise _Refused(404, "No judge yet.")
+            raise NotFound("No judge yet.")
         judge_a = _named_judge(request, "a") or judges[0]
         judge_b = _named_judge(request, "b") or next((j for j in judges if j != judge_a), None)
         return reports.judges_report(setting=setting, judge_a=judge_a, judge_b=judge_b)
@@ -351,13 +343,13 @@ def judges_detail(request: Request) -> Response:
     responses={200: QuestionReportSerializer, **ERRORS},
 )
 @api_view(["GET"])
+@_ADMINS
 def question_detail(request: Request, source_id: str) -> Response:
     def build() -> dict:
-        _admin(request)
         try:
             question = reports.question_for(source_id)
         except FinalQuestion.DoesNotExist as exc:
-            raise _Refused(404, "No final question for this image.") from exc
+            raise NotFound("No final question for this image.") from exc
         return reports.question_report(
             question, image_url=request.build_absolute_uri(reports.image_url_for(source_id))
         )
@@ -392,9 +384,9 @@ class AgreementSerializer(serializers.Serializer):
     responses={200: AgreementSerializer, **ERRORS},
 )
 @api_view(["GET"])
+@_ADMINS
 def spot_check_agreement(request: Request) -> Response:
     def build() -> dict:
-        _admin(request)
         return {
             "agreement": [row.as_dict() for row in judge_agreement()],
             "progress": spot_check_progress(),
@@ -438,13 +430,13 @@ class FlaggedChecksSerializer(serializers.Serializer):
     responses={200: FlaggedChecksSerializer, **ERRORS},
 )
 @api_view(["GET"])
+@access.role_required(
+    access.RUBRIC_REVISER,
+    access.ADMIN,
+    message="Only rubric revisers and admins read the flagged checks.",
+)
 def flagged_checks(request: Request) -> Response:
-    def build() -> dict:
-        if not may_read(request.user):
-            raise _Refused(403, "Only rubric revisers and admins read the flagged checks.")
-        return check_report(_judge(request), _setting(request))
-
-    return _answer(build)
+    return Response(check_report(_judge(request), _setting(request)))
 
 
 # --- judging runs (admins): collect responses and judge, as /judging/runs/ does -------------

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from annotation import access
+from core import access
 
 from .csv_export import csv_response
 from .leaderboard import COMPARISON_COLUMNS, EXPORT_COLUMNS, board_as_dict, leaderboard
@@ -51,10 +49,8 @@ def _matrix(board) -> list[dict]:
     return grid
 
 
-@login_required
+@access.role_required(access.ADMIN)
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
-    if not access.is_admin(request.user):
-        raise PermissionDenied("This page is for admins.")
     judges = list(Judge.objects.order_by("name"))
     judge = next(
         (j for j in judges if j.name == request.GET.get("judge")), judges[0] if judges else None

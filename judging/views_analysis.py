@@ -4,15 +4,13 @@ JSON is the API's (judging/api.py), built once in judging/reports.py."""
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from annotation import access
 from annotation.models import FinalQuestion
+from core import access
 
 from . import reports
 from .analysis import LABELS
@@ -20,11 +18,6 @@ from .csv_export import csv_response
 from .models import Judge, Setting
 
 QUESTIONS_PER_PAGE = 100
-
-
-def _admin_only(request: HttpRequest) -> None:
-    if not access.is_admin(request.user):
-        raise PermissionDenied("This page is for admins.")
 
 
 def _pick(judges: list[Judge], name: str | None, default: Judge | None) -> Judge | None:
@@ -48,9 +41,8 @@ def _bar(value: float | None) -> dict:
     return {"bar": round(abs(value) / 2, 1), "negative": value < 0, "value": value}
 
 
-@login_required
+@access.role_required(access.ADMIN)
 def settings_page(request: HttpRequest) -> HttpResponse:
-    _admin_only(request)
     judges = list(Judge.objects.order_by("name"))
     judge = _pick(judges, request.GET.get("judge"), judges[0] if judges else None)
     export = request.GET.get("format")
@@ -76,9 +68,8 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     )
 
 
-@login_required
+@access.role_required(access.ADMIN)
 def judges_page(request: HttpRequest) -> HttpResponse:
-    _admin_only(request)
     judges = list(Judge.objects.order_by("name"))
     setting = _setting(request)
     judge_a = _pick(judges, request.GET.get("a"), judges[0] if judges else None)
@@ -122,11 +113,10 @@ def judges_page(request: HttpRequest) -> HttpResponse:
     )
 
 
-@login_required
+@access.role_required(access.ADMIN)
 def questions_page(request: HttpRequest) -> HttpResponse:
     """The final questions, to reach each one's results; `q` filters by source id, entity or
     wording."""
-    _admin_only(request)
     query = request.GET.get("q", "").strip()
     questions = (
         FinalQuestion.objects.select_related("image")
@@ -143,9 +133,8 @@ def questions_page(request: HttpRequest) -> HttpResponse:
     return render(request, "judging/questions.html", {"page": page, "query": query})
 
 
-@login_required
+@access.role_required(access.ADMIN)
 def question_page(request: HttpRequest, source_id: str) -> HttpResponse:
-    _admin_only(request)
     try:
         question = reports.question_for(source_id)
     except FinalQuestion.DoesNotExist as exc:

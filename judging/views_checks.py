@@ -4,13 +4,10 @@ round is started; `?format=csv|json`."""
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from annotation import access
-from rubrics.services import is_reviser
+from core import access
 
 from .check_report import COLUMNS, check_report
 from .csv_export import csv_response
@@ -20,19 +17,13 @@ from .scoring import TIERS
 TIER_LABELS = {tier: tier.replace("_", "-").capitalize() for tier in TIERS}
 
 
-def may_read(user) -> bool:
-    return is_reviser(user) or access.is_admin(user)
-
-
 def pick_judge(name: str | None) -> tuple[list[Judge], Judge | None]:
     judges = list(Judge.objects.order_by("name"))
     return judges, next((j for j in judges if j.name == name), judges[0] if judges else None)
 
 
-@login_required
+@access.role_required(access.RUBRIC_REVISER, access.ADMIN)
 def flagged_checks(request: HttpRequest) -> HttpResponse:
-    if not may_read(request.user):
-        raise PermissionDenied("This page is for rubric revisers and admins.")
     judges, judge = pick_judge(request.GET.get("judge"))
     setting = request.GET.get("setting", Setting.MULTIMODAL)
     if setting not in Setting.values:

@@ -14,14 +14,12 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation import access
 from annotation.models import FinalQuestion
+from core import access
 from llm.batch import BATCH_PRICE_FACTOR
 from llm.jobs import JobError
 from llm.launchers import parse_ids
@@ -41,11 +39,6 @@ TYPICAL = {
     (llm_jobs.JUDGE, ""): (2_200, 80),
 }
 MILLION = Decimal(1_000_000)
-
-
-def _require_admin(request: HttpRequest) -> None:
-    if not access.is_admin(request.user):
-        raise PermissionDenied("This page is for admins.")
 
 
 class _Scoped(forms.Form):
@@ -228,18 +221,16 @@ def _bound(request: HttpRequest) -> tuple[str, _Scoped]:
     return what, FORMS[what](request.POST, prefix=what)
 
 
-@login_required
+@access.role_required(access.ADMIN)
 @require_GET
 def runs_page(request: HttpRequest) -> HttpResponse:
-    _require_admin(request)
     return render(request, "judging/runs.html", _context())
 
 
-@login_required
+@access.role_required(access.ADMIN)
 @require_POST
 def runs_estimate(request: HttpRequest) -> HttpResponse:
     """The estimate and a Launch button (htmx: the estimate partial of that form)."""
-    _require_admin(request)
     what, form = _bound(request)
     est: dict[str, Any] = {
         "what": what,
@@ -264,10 +255,9 @@ def runs_estimate(request: HttpRequest) -> HttpResponse:
     return render(request, "judging/runs.html", _context({what: form}, est=est))
 
 
-@login_required
+@access.role_required(access.ADMIN)
 @require_POST
 def runs_launch(request: HttpRequest) -> HttpResponse:
-    _require_admin(request)
     what, form = _bound(request)
     if not form.is_valid():
         return render(request, "judging/runs.html", _context({what: form}), status=400)

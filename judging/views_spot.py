@@ -4,13 +4,11 @@ judge's agreement with people. Graders never see the judges' verdicts."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation import access
+from core import access
 
 from .csv_export import csv_response
 from .models import SpotCheck, VerdictValue
@@ -29,20 +27,9 @@ EXPORT_COLUMNS = ["judge", "graded", "exact", "exact_rate", "same_side", "same_s
 MAX_DRAW = 5_000
 
 
-def _require_grader(request: HttpRequest) -> None:
-    if not (access.is_admin(request.user) or access.RUBRIC_REVISER in access.roles(request.user)):
-        raise PermissionDenied("Spot checks are graded by rubric revisers and admins.")
-
-
-def _require_admin(request: HttpRequest) -> None:
-    if not access.is_admin(request.user):
-        raise PermissionDenied("This page is for admins.")
-
-
-@login_required
+@access.role_required(access.RUBRIC_REVISER, access.ADMIN)
 @require_GET
 def grade_page(request: HttpRequest) -> HttpResponse:
-    _require_grader(request)
     spot = spot_check_claim(user=request.user)
     context = {
         "progress": spot_check_progress(),
@@ -56,10 +43,9 @@ def grade_page(request: HttpRequest) -> HttpResponse:
     return render(request, "judging/spot_grade.html", context)
 
 
-@login_required
+@access.role_required(access.RUBRIC_REVISER, access.ADMIN)
 @require_POST
 def grade_submit(request: HttpRequest, spot_check_id: int) -> HttpResponse:
-    _require_grader(request)
     try:
         spot_check_grade(
             spot_check_id=spot_check_id,
@@ -72,10 +58,9 @@ def grade_submit(request: HttpRequest, spot_check_id: int) -> HttpResponse:
     return redirect("spot_checks")
 
 
-@login_required
+@access.role_required(access.ADMIN)
 def results_page(request: HttpRequest) -> HttpResponse:
     """Admins: draw spot checks (POST), read and export each judge's agreement with people."""
-    _require_admin(request)
     if request.method == "POST":
         try:
             count = int(request.POST.get("count", ""))

@@ -18,8 +18,8 @@ from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotation import access
 from annotation.api import ErrorSerializer
+from core import access
 
 from . import jobs, launchers
 from .models import Job

@@ -11,15 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation import access
+from core import access
 
 from . import jobs, launchers
 from .models import ItemStatus, Job, JobItem, JobStatus, LedgerEntry
@@ -31,11 +29,6 @@ FAILURES_SHOWN = 100
 LEDGER_ROWS_SHOWN = 200
 # htmx stops polling an element whose request is answered with this status.
 STOP_POLLING = 286
-
-
-def _require_admin(request: HttpRequest) -> None:
-    if not access.is_admin(request.user):
-        raise PermissionDenied("This page is for admins.")
 
 
 def _page(request: HttpRequest, items: Any, per_page: int) -> Page:
@@ -55,10 +48,9 @@ def _prompt_anchor(name: str, version: str) -> str:
 # --- pages --------------------------------------------------------------------------------
 
 
-@login_required
+@access.role_required(access.ADMIN)
 @require_GET
 def job_list(request: HttpRequest) -> HttpResponse:
-    _require_admin(request)
     # The counters live on the job row, so one query serves the page whatever its size.
     return render(request, "llm/jobs.html", _jobs_context(request))
 
@@ -139,10 +131,9 @@ def _job_context(request: HttpRequest, job_id: int) -> dict[str, Any]:
     }
 
 
-@login_required
+@access.role_required(access.ADMIN)
 @require_GET
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
-    _require_admin(request)
     context = _job_context(request, job_id)
     if request.htmx:
         # The polled partial: its last answer carries 286 so htmx swaps it in and stops.
@@ -155,10 +146,9 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(request, "llm/job.html", context)
 
 
-@login_required
+@access.role_required(access.ADMIN)
 @require_GET
 def job_item(request: HttpRequest, job_id: int, item_id: int) -> HttpResponse:
-    _require_admin(request)
     item = get_object_or_404(JobItem.objects.select_related("job"), pk=item_id, job_id=job_id)
     known = {(p.name, p.version) for p in all_prompts()}
     # The item's calls; rows written before the ledger knew items (no key) are shown with them.
@@ -181,10 +171,9 @@ def job_item(request: HttpRequest, job_id: int, item_id: int) -> HttpResponse:
     )
 
 
-@login_required
+@access.role_required(access.ADMIN)
 @require_GET
 def prompt_list(request: HttpRequest) -> HttpResponse:
-    _require_admin(request)
     prompts = [
         {"prompt": p, "anchor": _prompt_anchor(p.name, str(p.version))} for p in all_prompts()
     ]
@@ -194,10 +183,9 @@ def prompt_list(request: HttpRequest) -> HttpResponse:
 # --- actions ------------------------------------------------------------------------------
 
 
-@login_required
+@access.role_required(access.ADMIN)
 @require_POST
 def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
-    _require_admin(request)
     job = get_object_or_404(Job, pk=job_id)
     try:
         jobs.job_cancel(job_id=job.pk)
@@ -210,10 +198,9 @@ def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
     return redirect("job", job_id=job.pk)
 
 
-@login_required
+@access.role_required(access.ADMIN)
 @require_POST
 def job_retry(request: HttpRequest, job_id: int) -> HttpResponse:
-    _require_admin(request)
     job = get_object_or_404(Job, pk=job_id)
     try:
         retried = jobs.job_retry_failed(job_id=job.pk)
@@ -271,21 +258,19 @@ def _estimate(request: HttpRequest, launcher: launchers.Launcher) -> dict[str, A
     return est
 
 
-@login_required
+@access.role_required(access.ADMIN)
 @require_POST
 def job_estimate(request: HttpRequest) -> HttpResponse:
     """The calls, tokens and cost of a launch, with its Launch button (htmx: the partial)."""
-    _require_admin(request)
     est = _estimate(request, _launcher(request))
     if request.htmx:
         return render(request, "llm/jobs.html#estimate", {"est": est})
     return render(request, "llm/jobs.html", _jobs_context(request, est))
 
 
-@login_required
+@access.role_required(access.ADMIN)
 @require_POST
 def job_launch(request: HttpRequest) -> HttpResponse:
-    _require_admin(request)
     launcher = _launcher(request)
     scope, error = _scope(request, launcher)
     fresh = request.POST.get("fresh", "")

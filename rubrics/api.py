@@ -14,9 +14,9 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotation import access
-from annotation.api import ErrorSerializer
-from annotation.services import ReviewError
+from core import access
+from core.errors import DomainError
+from core.http import ErrorSerializer
 
 from . import services
 from .compiler import TIERS
@@ -68,9 +68,8 @@ class ZipRenderer(BaseRenderer):
 )
 @api_view(["GET"])
 @renderer_classes([JSONRenderer, ZipRenderer])
+@access.role_required(access.ADMIN, message="Only admins export the benchmark.")
 def benchmark_export(request: Request) -> FileResponse | Response:
-    if not access.is_admin(request.user):
-        return Response({"detail": "Only admins export the benchmark."}, status=403)
     # On disk, not in memory: the photos make an export large. No context manager: the
     # response owns the file once it is returned and closes (and so deletes) it.
     layout = request.query_params.get("layout", "gamut")
@@ -242,7 +241,7 @@ def _version(version_id: int) -> RubricVersion | None:
     )
 
 
-def _refusal(exc: ReviewError, version_id: int, user: Any) -> Response:
+def _refusal(exc: DomainError, version_id: int, user: Any) -> Response:
     body: dict[str, Any] = {"detail": exc.message}
     if exc.field:
         body["field"] = exc.field
@@ -280,7 +279,7 @@ def _edit(
     assert data is not None
     try:
         row = action(user=request.user, version_id=version_id, **fields, **data)
-    except ReviewError as exc:
+    except DomainError as exc:
         return _refusal(exc, version_id, request.user)
     return Response(
         {"check": _check(row), "revision": data["revision"] + 1}, status=201 if created else 200
@@ -409,6 +408,6 @@ def workspace_complete(request: Request, version_id: int) -> Response:
         services.revision_complete(
             user=request.user, version_id=version_id, revision=data["revision"]
         )
-    except ReviewError as exc:
+    except DomainError as exc:
         return _refusal(exc, version_id, request.user)
     return Response(version_dict(_version(version_id), request.user))

@@ -19,9 +19,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from annotation import access
 from annotation.models import FinalQuestion
-from annotation.services import Conflict, InvalidInput, NotAllowed, NotFound
+from core import access
+from core.errors import Conflict, InvalidInput, NotAllowed, NotFound
+from core.text import clean_int, clean_text
 
 from . import compiler
 from .models import (
@@ -39,6 +40,8 @@ from .models import (
 
 TIERS = compiler.TIERS
 MAX_CHECK_TEXT = 2000
+MAX_REASON = 2000
+SOURCE_MAX = 100  # RubricCheck.source's max_length
 
 
 class Stale(Conflict):
@@ -53,8 +56,8 @@ class Stale(Conflict):
         self.current = current
 
 
-def is_reviser(user) -> bool:
-    return access.RUBRIC_REVISER in access.roles(user)
+# Kept until the in-flight branches are merged: core.access.is_reviser is the one to ask.
+is_reviser = access.is_reviser
 
 
 # --- versions -------------------------------------------------------------------------------
@@ -276,8 +279,8 @@ def _editable(user, version_id: int, revision: Any, now: datetime) -> RubricVers
     if claim is not None and claim.reviser_id != user.pk and claim.expires_at > now:
         raise NotAllowed("Another reviser holds this rubric for this round.")
     try:
-        expected = int(revision)
-    except (TypeError, ValueError) as exc:
+        expected = clean_int(revision, "revision", minimum=0, maximum=2**31 - 1)
+    except InvalidInput as exc:
         raise InvalidInput(
             "revision must be the number shown with the rubric.", "revision"
         ) from exc
@@ -299,7 +302,8 @@ def _editable(user, version_id: int, revision: Any, now: datetime) -> RubricVers
     return version
 
 
-def _row(version: RubricVersion, check_pk: Any) -> RubricCheck:
+def _row(version: RubricVersion, check_pk: Any, field: str = "check") -> RubricCheck:
+    check_pk = clean_int(check_pk, field, minimum=1)
     row = RubricCheck.objects.filter(version=version, pk=check_pk).first()
     if row is None:
         raise NotFound("That check is not part of this rubric version.")
@@ -333,10 +337,7 @@ def _record(version, row, user, op, before, now) -> None:
 def _clean_check_text(text: Any) -> str:
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput("text is required: a check a judge can read on its own.", "text")
-    text = " ".join(text.split())
-    if len(text) > MAX_CHECK_TEXT:
-        raise InvalidInput(f"text is longer than {MAX_CHECK_TEXT} characters.", "text")
-    return text
+    return " ".join(clean_text(text, "text", limit=MAX_CHECK_TEXT).split())
 
 
 def _clean_tier(tier: Any) -> str:
@@ -408,11 +409,12 @@ def check_delete(
     now = now or timezone.now()
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInput("reason is required: say why this check goes.", "reason")
+    reason = clean_text(reason, "reason", limit=MAX_REASON)
 
     def apply(row: RubricCheck) -> list[str]:
         if row.deleted_at is not None:
             raise Conflict("This check is deleted already.")
-        row.deleted_at, row.delete_reason = now, reason.strip()
+        row.deleted_at, row.delete_reason = now, reason
         return ["deleted_at", "delete_reason"]
 
     return _change_row(user, version_id, check_pk, revision, CheckEdit.Op.DELETE, apply, now)
@@ -450,7 +452,7 @@ def check_add(
     now = now or timezone.now()
     text, tier = _clean_check_text(text), _clean_tier(tier)
     version = _editable(user, version_id, revision, now)
-    source = (source or "").strip()
+    source = clean_text(source, "source", limit=SOURCE_MAX, multiline=False)
     if source and source not in meta_ids(version.meta_rubric):
         raise InvalidInput(
             f"source {source!r} is no item or meta-insight of the meta-rubric.", "source"
@@ -458,7 +460,7 @@ def check_add(
     # (position, check_id, origin) tuples: whole rows cost a millisecond and are not needed.
     rows = list(version.checks.order_by("position").values_list("position", "check_id", "origin"))
     if after_check_pk not in (None, ""):
-        anchor = _row(version, after_check_pk)
+        anchor = _row(version, after_check_pk, "after")
         position = anchor.position + 1
     else:
         position = (rows[-1][0] + 1) if rows else 1
@@ -522,10 +524,7 @@ def check_move(
     row = _row(version, check_pk)
     # Positions only (with version_id, which the related manager reads on each row).
     rows = list(version.checks.order_by("position").only("version_id", "position"))
-    try:
-        target = int(to_position)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput("to_position must be a position in the list.", "to_position") from exc
+    target = clean_int(to_position, "to_position")
     target = max(1, min(target, len(rows)))
     before = _snapshot(row)
     ordered = [r for r in rows if r.pk != row.pk]

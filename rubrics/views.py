@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -24,8 +22,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 from django_htmx.http import reswap, retarget
 
-from annotation import access
-from annotation.services import ReviewError
+from core import access
+from core.errors import DomainError
+from core.http import refuse
 from judging.check_report import check_report
 from judging.models import Judge, Setting
 
@@ -43,14 +42,8 @@ TYPE_ORDER = [
 ]
 
 
-def _require_reviser(request: HttpRequest) -> None:
-    if not services.is_reviser(request.user):
-        raise PermissionDenied("This page is for rubric revisers.")
-
-
-@login_required
+@access.role_required(access.RUBRIC_REVISER)
 def queue(request: HttpRequest) -> HttpResponse:
-    _require_reviser(request)
     held = (
         RevisionClaim.objects.filter(reviser=request.user, version__frozen_at__isnull=True)
         .select_related("version__rubric__question__image")
@@ -70,11 +63,9 @@ def queue(request: HttpRequest) -> HttpResponse:
     )
 
 
-@login_required
+@access.role_required(access.RUBRIC_REVISER, access.ADMIN)
 def history(request: HttpRequest, rubric_id: int) -> HttpResponse:
     """A rubric's versions, and the difference between any two of them (?a=ID&b=ID)."""
-    if not (services.is_reviser(request.user) or access.is_admin(request.user)):
-        raise PermissionDenied("This page is for rubric revisers and admins.")
     rubric = get_object_or_404(Rubric.objects.select_related("question__image"), pk=rubric_id)
     versions = list(
         rubric.versions.select_related("made_by")
@@ -108,10 +99,9 @@ def history(request: HttpRequest, rubric_id: int) -> HttpResponse:
     )
 
 
-@login_required
+@access.role_required(access.RUBRIC_REVISER)
 @require_POST
 def claim(request: HttpRequest) -> HttpResponse:
-    _require_reviser(request)
     version = services.revision_claim(user=request.user)
     if version is None:
         messages.info(request, "No rubric is waiting for a human round.")
@@ -155,7 +145,7 @@ def _checklist_context(
     request: HttpRequest,
     version: RubricVersion,
     *,
-    error: ReviewError | None = None,
+    error: DomainError | None = None,
     attempted: dict | None = None,
 ) -> dict:
     """Everything the checklist shows. Read after the version, so the rows are at least as new
@@ -211,12 +201,10 @@ def _checklist_context(
     }
 
 
-@login_required
+@access.role_required(access.RUBRIC_REVISER, access.ADMIN)
 def workspace(request: HttpRequest, version_id: int) -> HttpResponse:
     """Revisers edit here; admins may look (read-only)."""
-    reviser = services.is_reviser(request.user)
-    if not (reviser or access.is_admin(request.user)):
-        raise PermissionDenied("This page is for rubric revisers and admins.")
+    reviser = access.is_reviser(request.user)
     version = _version(version_id, page=True)
     context = _checklist_context(request, version)
     context["editable"] = context["editable"] and reviser
@@ -243,7 +231,6 @@ def _edit(
     kept. `kind` says how the edit changes the page: "text" changes a check in place,
     "relocate" (re-tier, move) may move it to another place or tier group, "delete" takes it
     out, "restore" and "add" put one in."""
-    _require_reviser(request)
     try:
         changed = action(
             user=request.user,
@@ -251,23 +238,29 @@ def _edit(
             revision=request.POST.get("revision"),
             **fields,
         )
-    except ReviewError as exc:
-        if exc.status == 404:
-            raise Http404(exc.message) from exc
-        if not request.htmx:
-            messages.error(request, exc.message)
-            return redirect("rubric_workspace", version_id=version_id)
-        context = _checklist_context(
+    except DomainError as exc:
+
+        def checklist(exc: DomainError) -> HttpResponse:
+            context = _checklist_context(
+                request,
+                _version(version_id),
+                error=exc,
+                attempted={
+                    "action": action.__name__,
+                    **{k: v for k, v in fields.items() if isinstance(v, str)},
+                },
+            )
+            response = render(
+                request, "rubrics/workspace.html#checklist", context, status=exc.status
+            )
+            return retarget(reswap(response, "outerHTML"), "#checklist")
+
+        return refuse(
             request,
-            _version(version_id),
-            error=exc,
-            attempted={
-                "action": action.__name__,
-                **{k: v for k, v in fields.items() if isinstance(v, str)},
-            },
+            exc,
+            partial=checklist,
+            redirect_to=reverse("rubric_workspace", args=[version_id]),
         )
-        response = render(request, "rubrics/workspace.html#checklist", context, status=exc.status)
-        return retarget(reswap(response, "outerHTML"), "#checklist")
     if not request.htmx:
         return redirect("rubric_workspace", version_id=version_id)
     context = _checklist_context(request, _version(version_id))
@@ -293,7 +286,7 @@ def _edit(
     return render(request, "rubrics/workspace.html#edit", context)
 
 
-@login_required
+@access.role_required(access.RUBRIC_REVISER)
 @require_POST
 def check_text(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
     return _edit(
@@ -306,7 +299,7 @@ def check_text(request: HttpRequest, version_id: int, check_pk: int) -> HttpResp
     )
 
 
-@login_required
+@access.role_required(access.RUBRIC_REVISER)
 @require_POST
 def check_tier(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
     return _edit(
@@ -319,7 +312,7 @@ def check_tier(request: HttpRequest, version_id: int, check_pk: int) -> HttpResp
     )
 
 
-@login_required
+@access.role_required(access.RUBRIC_REVISER)
 @require_POST
 def check_delete(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
     return _edit(
@@ -332,29 +325,28 @@ def check_delete(request: HttpRequest, version_id: int, check_pk: int) -> HttpRe
     )
 
 
-@login_required
+@access.role_required(access.RUBRIC_REVISER)
 @require_POST
 def check_restore(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
     return _edit(request, version_id, services.check_restore, "restore", check_pk=check_pk)
 
 
-@login_required
+@access.role_required(access.RUBRIC_REVISER)
 @require_POST
 def check_move(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
     """Up or down within its tier group: to the place of the neighbouring check of its tier."""
-    _require_reviser(request)
     # The page's buttons send up or down; anything else moves down, as it always has.
     direction = "up" if request.POST.get("direction") == "up" else "down"
     try:
         target = services.move_target(version_id=version_id, check_pk=check_pk, direction=direction)
-    except ReviewError as exc:
+    except DomainError as exc:
         raise Http404(exc.message) from exc
     return _edit(
         request, version_id, services.check_move, "relocate", check_pk=check_pk, to_position=target
     )
 
 
-@login_required
+@access.role_required(access.RUBRIC_REVISER)
 @require_POST
 def check_add(request: HttpRequest, version_id: int) -> HttpResponse:
     return _edit(
@@ -369,19 +361,15 @@ def check_add(request: HttpRequest, version_id: int) -> HttpResponse:
     )
 
 
-@login_required
+@access.role_required(access.RUBRIC_REVISER)
 @require_POST
 def complete(request: HttpRequest, version_id: int) -> HttpResponse:
-    _require_reviser(request)
     try:
         version = services.revision_complete(
             user=request.user, version_id=version_id, revision=request.POST.get("revision")
         )
-    except ReviewError as exc:
-        if exc.status == 404:
-            raise Http404(exc.message) from exc
-        messages.error(request, exc.message)
-        return redirect("rubric_workspace", version_id=version_id)
+    except DomainError as exc:
+        return refuse(request, exc, redirect_to=reverse("rubric_workspace", args=[version_id]))
     messages.success(
         request,
         f"Round complete: {version.rubric.question.image.source_id} "

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from annotation import services as annotation_services
 from annotation.models import QuestionCorrection
-from annotation.services import Conflict, InvalidInput, NotAllowed
+from core.errors import Conflict, InvalidInput, NotAllowed
 from rubrics import services
 from rubrics.compiler import MetaRubricInvalid
 from rubrics.models import CheckEdit, Origin, RevisionClaim, RubricVersion, Stage

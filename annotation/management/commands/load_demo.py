@@ -9,10 +9,10 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.access import ROLE_GROUPS
 from annotation.demo import DEMO_IMAGES, DEMO_PASSWORD_SUFFIX, DEMO_USERS
 from annotation.importing import ManifestEntry, images_import
 from annotation.models import ImportBatch
+from core.access import ROLE_GROUPS
 
 
 def skimage_data_dir() -> Path:

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, DjangoHelpFor
 from tqdm import tqdm
 
 from annotation.importing import problems_shown
-from annotation.services import ReviewError
+from core.errors import DomainError
 from rubrics.importing import IMPORTABLE_STAGES, RubricImportProblems, rubrics_import, rubrics_parse
 from rubrics.models import STAGE_ORDER
 
@@ -80,7 +80,7 @@ is written in one transaction and listed on stdout."""
                 self.stderr.write(f"{file}: {problem}")
             self.stderr.write(f"{exc.lines} bad line(s); nothing was imported.")
             sys.exit(2)
-        except ReviewError as exc:
+        except DomainError as exc:
             # Something the checks above did not foresee (rubric_version_create refused):
             # the transaction was rolled back.
             raise CommandError(f"{file}: {exc.message} Nothing was imported.") from exc

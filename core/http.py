@@ -1,0 +1,105 @@
+"""Domain errors as HTTP answers, in one place: the DRF exception handler for the API, `refuse`
+for pages and htmx partials, and a middleware backstop for anything a view let through."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect
+from rest_framework import exceptions, serializers
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from .errors import DomainError
+
+
+class ErrorSerializer(serializers.Serializer):
+    """Every refusal of the API has this body."""
+
+    detail = serializers.CharField()
+    field = serializers.CharField(required=False, help_text="the input at fault, when one is")
+
+
+def _first_message(detail) -> str:
+    if isinstance(detail, dict) and detail:
+        return _first_message(next(iter(detail.values())))
+    if isinstance(detail, list) and detail:
+        return _first_message(detail[0])
+    return str(detail)
+
+
+def _first_error(detail) -> tuple[str, str | None]:
+    """The first message of a DRF validation error and the input (top-level field) it is
+    about."""
+    if isinstance(detail, dict) and detail:
+        key = next(iter(detail))
+        return _first_message(detail[key]), None if key == "non_field_errors" else str(key)
+    return _first_message(detail), None
+
+
+def api_exception_handler(exc, context) -> Response | None:
+    """DRF's handler, with domain errors and validation errors in the one error body:
+    {"detail": "...", "field": "..."}."""
+    if isinstance(exc, DomainError):
+        return Response(exc.body(), status=exc.status)
+    if isinstance(exc, exceptions.ValidationError):
+        message, field = _first_error(exc.detail)
+        body = {"detail": f"{field}: {message}" if field else message}
+        if field:
+            body["field"] = field
+        return Response(body, status=400)
+    return drf_exception_handler(exc, context)
+
+
+def refuse(
+    request: HttpRequest,
+    exc: DomainError,
+    *,
+    redirect_to: str,
+    partial: Callable[[], HttpResponse] | None = None,
+) -> HttpResponse:
+    """A refused page action: 404 stays a 404; an htmx request gets `partial()` (the region
+    again, showing the refusal), a plain post the message and post-redirect-get."""
+    if exc.status == 404:
+        raise Http404(exc.message) from exc
+    if request.htmx and partial is not None:
+        return partial(exc)
+    messages.error(request, exc.message)
+    return redirect(redirect_to)
+
+
+class DomainErrorMiddleware:
+    """The backstop: a domain error that escapes a view is the 4xx it stands for, never a
+    500 (JSON under /api/, plain text elsewhere)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
+        if not isinstance(exc, DomainError):
+            return None
+        return error_response(request, exc.status, exc.message, exc.field)
+
+
+def error_response(
+    request: HttpRequest, status: int, message: str, field: str | None = None
+) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        body = {"detail": message, **({"field": field} if field else {})}
+        return JsonResponse(body, status=status)
+    return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler404: under /api/ an address that matches no route (/api/candidates/abc/) gets
+    the API's JSON error body, as every other refusal there; pages keep Django's 404 page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)

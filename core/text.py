@@ -1,0 +1,111 @@
+"""The checks on every text that enters, before the database sees it.
+
+PostgreSQL refuses NUL in text (a 500 if it gets that far) and a lone surrogate cannot even be
+encoded; SQLite enforces no length at all. So the limits are ours, applied where the text enters
+(services, serializers, importers) and, as a backstop, to every request by
+core.middleware.InputBoundaryMiddleware."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+from .errors import InvalidInput
+
+# C0 and C1 controls and DEL, less tab, line feed and carriage return (multi-line texts keep
+# those); lone surrogates (U+D800-DFFF) cannot be stored in UTF-8 at all.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+_LINE_BREAKS = re.compile(r"[\t\n\r\u2028\u2029\x85]")
+
+SOURCE_ID_MAX = 200
+SOURCE_ID_PATTERN = r"[A-Za-z0-9_.:-]+"
+_SOURCE_ID = re.compile(rf"\A{SOURCE_ID_PATTERN}\Z")
+
+# Any one value of a request: longer than every field's own limit, so the field's limit speaks
+# first; what is longer still is refused whatever the field.
+MAX_VALUE = 20_000
+
+
+def bad_character(value: str, *, multiline: bool = True) -> str | None:
+    """A description of the first character the text may not hold, or None."""
+    found = _CONTROL.search(value)
+    if found is None and not multiline:
+        found = _LINE_BREAKS.search(value)
+    if found is None:
+        return None
+    char = found.group()
+    name = unicodedata.name(char, "a control character")
+    return f"U+{ord(char):04X} ({name.lower()}) at character {found.start() + 1}"
+
+
+def clean_text(
+    value: Any,
+    field: str,
+    *,
+    limit: int,
+    required: bool = False,
+    multiline: bool = True,
+    strip: bool = True,
+) -> str:
+    """The text, stripped, or InvalidInput naming the field: not text, empty when required,
+    holding a control character, or longer than `limit` characters."""
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{field} must be text.", field)
+    if strip:
+        value = value.strip()
+    if required and not value:
+        raise InvalidInput(f"{field} is required.", field)
+    if len(value) > limit:
+        raise InvalidInput(f"{field} is longer than {limit} characters.", field)
+    bad = bad_character(value, multiline=multiline)
+    if bad:
+        raise InvalidInput(f"{field} may not contain {bad}.", field)
+    return value
+
+
+def clean_source_id(value: Any, field: str = "source_id") -> str:
+    """An image's source id: letters, digits and `-_.:`, at most SOURCE_ID_MAX characters. It
+    is part of addresses (/images/<source_id>/), so `/`, `?`, `#`, spaces and the like would
+    make pages that cannot be linked; an id of dots alone would be read as a path step."""
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(f"{field} is required.", field)
+    if len(value) > SOURCE_ID_MAX:
+        raise InvalidInput(f"{field} is longer than {SOURCE_ID_MAX} characters.", field)
+    if not _SOURCE_ID.match(value) or not value.strip("."):
+        raise InvalidInput(
+            f"{field} may hold only letters, digits and - _ . : (not {value[:50]!r}).", field
+        )
+    return value
+
+
+def clean_int(
+    value: Any,
+    field: str,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    required: bool = True,
+) -> int | None:
+    """A whole number from a form post or a query, or InvalidInput naming the field."""
+    if value is None or value == "":
+        if required:
+            raise InvalidInput(f"{field} is required.", field)
+        return None
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise InvalidInput(f"{field} must be a whole number.", field)
+    if isinstance(value, str):
+        value = value.strip()
+        if not re.fullmatch(r"[+-]?\d{1,18}", value):
+            raise InvalidInput(f"{field} must be a whole number.", field)
+    try:
+        number = int(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"{field} must be a whole number.", field) from exc
+    if minimum is not None and number < minimum:
+        raise InvalidInput(f"{field} must be at least {minimum}.", field)
+    if maximum is not None and number > maximum:
+        raise InvalidInput(f"{field} must be at most {maximum}.", field)
+    return number

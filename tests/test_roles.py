@@ -1,0 +1,103 @@
+"""One place for roles: every page and endpoint says who it is for (core.access), and the
+people without the role are refused the same way everywhere."""
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from core import access
+
+pytestmark = pytest.mark.django_db
+
+# Open to anyone (the login page, the home page that says what waits for you) or guarded by
+# Django's admin itself.
+OPEN = {"home", "login", "logout"}
+SAMPLE_ARGS = {"source_id": "img-1"}
+
+
+def _patterns():
+    for entry in get_resolver().url_patterns:
+        if isinstance(entry, URLResolver):
+            continue  # /admin/: Django's admin has its own staff check
+        assert isinstance(entry, URLPattern)
+        if entry.name in OPEN:
+            continue
+        kwargs = {name: SAMPLE_ARGS.get(name, 1) for name in entry.pattern.converters}
+        yield entry.name, str(entry.pattern), kwargs
+
+
+def _url(route: str, kwargs: dict) -> str:
+    for name, value in kwargs.items():
+        route = route.replace(f"<int:{name}>", str(value)).replace(f"<str:{name}>", str(value))
+    return "/" + route
+
+
+ROUTES = list(_patterns())
+
+
+def test_every_page_outside_the_api_declares_its_audience():
+    missing = []
+    for entry in get_resolver().url_patterns:
+        if isinstance(entry, URLResolver) or entry.name in OPEN:
+            continue
+        if str(entry.pattern).startswith("api/"):
+            continue  # DRF views: the refusals below check them
+        if not getattr(entry.callback, "required_roles", None):
+            missing.append(entry.name)
+    assert missing == []
+
+
+@pytest.mark.parametrize(("name", "route", "kwargs"), ROUTES, ids=[r[0] for r in ROUTES])
+def test_a_person_without_a_role_is_refused_everywhere(name, route, kwargs, mallory):
+    url = _url(route, kwargs)
+    client = Client()
+    client.force_login(mallory)
+    for method in (client.get, client.post):
+        response = method(url)
+        assert response.status_code in (403, 405), (method.__name__, url, response.status_code)
+    if route.startswith("api/") or name == "image_file":  # what takes the API's token
+        api = APIClient()
+        api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=mallory).key}")
+        assert api.get(url).status_code in (403, 405)
+
+
+@pytest.mark.parametrize(("name", "route", "kwargs"), ROUTES, ids=[r[0] for r in ROUTES])
+def test_anonymous_visitors_are_sent_to_log_in(name, route, kwargs):
+    url = _url(route, kwargs)
+    response = Client().get(url)
+    if route.startswith("api/"):
+        assert response.status_code == 401
+        if name not in ("schema", "api_docs"):  # those answer in their own formats
+            assert response.json()["detail"]
+    else:
+        assert response.status_code in (302, 405)
+        if response.status_code == 302:
+            assert response["Location"].startswith("/login/?next=")
+
+
+def test_the_api_schema_and_docs_are_for_members(alice, mallory):
+    for url in ("/api/schema/", "/api/docs/"):
+        assert Client().get(url).status_code in (401, 403)
+        client = Client()
+        client.force_login(mallory)
+        assert client.get(url).status_code == 403, url
+        client.force_login(alice)
+        assert client.get(url).status_code == 200, url
+
+
+def test_role_required_names_only_known_roles():
+    with pytest.raises(ValueError, match="unknown roles"):
+        access.role_required("reviewer")
+    with pytest.raises(ValueError):
+        access.role_required()
+
+
+def test_roles_are_read_once_per_request(alice, django_assert_num_queries):
+    with django_assert_num_queries(1):
+        assert access.is_annotator(alice)
+        assert not access.is_adjudicator(alice)
+        assert access.is_member(alice)
+        assert access.has_role(alice, access.ADMIN, access.ANNOTATOR)
+        assert not access.has_role(alice, access.ADMIN)
