@@ -26,3 +26,12 @@ def num(value, digits: int = 2) -> str:
 @register.filter
 def get(mapping: dict, key):
     return mapping.get(key, key)
+
+
+@register.filter
+def timeuntil_seconds(moment) -> int:
+    """Whole seconds from now until `moment` (0 when past): the page counts down from this on
+    the browser's own clock, so a skew between the two clocks does not matter."""
+    from django.utils import timezone
+
+    return max(0, int((moment - timezone.now()).total_seconds()))

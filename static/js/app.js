@@ -17,38 +17,61 @@
     return document.querySelector("[data-shortcuts]");
   }
 
+  // The panel's decision form (the undo and skip forms sit beside it).
+  function mainForm(root) {
+    return root.querySelector("#review-form, #adjudicate-form") || root.querySelector("form");
+  }
+
   function typing(target) {
     return target && (target.tagName === "TEXTAREA" ||
       (target.tagName === "INPUT" && !["radio", "checkbox", "hidden"].includes(target.type)));
   }
 
-  function showRevision(form, show) {
+  // focus: false on the adjudication page when revisions are on offer, so that 1 and 2 pick one
+  // instead of being typed into the box.
+  function showRevision(form, show, focus) {
     const box = form.querySelector("[data-revision-box]");
     if (!box) return;
     const area = box.querySelector("textarea");
     box.hidden = !show;
     // A disabled box is not sent: accept and discard must not carry the prefilled text.
     area.disabled = !show;
-    if (show) {
-      area.focus();
-      area.setSelectionRange(area.value.length, area.value.length);
-    }
+    if (show && focus !== false) focusArea(area);
   }
 
-  function choose(form, value) {
+  function focusArea(area) {
+    area.focus();
+    area.setSelectionRange(area.value.length, area.value.length);
+  }
+
+  function choose(form, value, focus) {
     const radio = form.querySelector('input[name="decision"][value="' + value + '"]');
     if (!radio) return false;
     radio.checked = true;
-    showRevision(form, value === "revise");
+    showRevision(form, value === "revise", focus);
     return true;
   }
 
   function submit(form) {
+    // Enter pressed again while the first submission is on its way: the form is already sent.
+    if (form.classList.contains("htmx-request")) return;
     if (!form.querySelector('input[name="decision"]:checked')) {
       flash(form, "Choose a decision first: a, r or d.");
       return;
     }
     send(form);
+  }
+
+  // Buttons, selects and links do what they do natively on Enter and Space: no page shortcut
+  // takes those keys from them.
+  function pressable(target) {
+    return target && (target.tagName === "BUTTON" || target.tagName === "SELECT" ||
+      target.tagName === "A" || target.tagName === "SUMMARY");
+  }
+
+  function singleKeysOff() {
+    const root = panel();
+    return Boolean(root && root.dataset.singleKeys === "off");
   }
 
   function flash(form, text) {
@@ -231,7 +254,7 @@
       workspaceKey(event);
       return;
     }
-    const form = root.querySelector("form");
+    const form = mainForm(root);
     const key = event.key;
     if (typing(event.target)) {
       if (event.target.tagName === "TEXTAREA" && key === "Enter" && !event.shiftKey && form) {
@@ -242,6 +265,9 @@
       }
       return;
     }
+    if (pressable(event.target) && (key === "Enter" || key === " ")) return;
+    // WCAG 2.1.4: with single-key shortcuts off, a printable key is only a key.
+    if (key.length === 1 && singleKeysOff()) return;
     if (key === "?") {
       event.preventDefault();
       if (dialog) dialog.showModal();
@@ -251,13 +277,32 @@
       toggleZoom(root.querySelector("img[data-zoom]"));
       return;
     }
+    const action = root.querySelector('[data-action-key="' + key + '"]');
+    if (action && (key === "u" || key === "s")) {
+      event.preventDefault();
+      if (!action.disabled && !action.form.classList.contains("htmx-request")) {
+        send(action.form);
+      }
+      return;
+    }
     if (!form) return;
+    const picks = form.querySelector("[data-use-revision]");
     if (key === "a" || key === "d") {
       event.preventDefault();
       choose(form, key === "a" ? "accept" : "discard");
     } else if (key === "r") {
       event.preventDefault();
+      // With annotators' revisions on offer, 1 and 2 pick one next: the box waits for e.
+      choose(form, "revise", !picks);
+    } else if (key === "e" && root.dataset.shortcuts === "adjudicate") {
+      event.preventDefault();
       choose(form, "revise");
+    } else if (key === "c") {
+      const comment = form.querySelector('input[name="comment"]');
+      if (comment) {
+        event.preventDefault();
+        comment.focus();
+      }
     } else if (key === "Enter") {
       event.preventDefault();
       submit(form);
@@ -284,7 +329,8 @@
     const use = event.target.closest("[data-use-revision]");
     if (use) {
       const form = use.closest("form");
-      choose(form, "revise");
+      // Not focused: the next key (Enter, or the other annotator's number) stays a key.
+      choose(form, "revise", false);
       form.querySelector('textarea[name="revised_text"]').value = use.dataset.useRevision;
     }
   });
@@ -305,7 +351,8 @@
     const root = panel();
     if (!root) return;
     root.dataset.shownAt = String(Math.floor(Date.now() / 1000));
-    const form = root.querySelector("form");
+    watchLease(root);
+    const form = mainForm(root);
     const box = form && form.querySelector("[data-revision-box]");
     if (box) {
       const checked = form.querySelector('input[name="decision"]:checked');
@@ -315,9 +362,167 @@
     }
   }
   document.addEventListener("htmx:load", function (event) {
-    if (event.target.matches && event.target.matches("[data-shortcuts]")) prepare();
+    if (event.target.matches && event.target.matches("[data-shortcuts]")) {
+      prepare();
+      announce(event.target.dataset.announce);
+    }
   });
+
+  // The live region sits outside the swapped panel: a region that is itself replaced is never
+  // read out. Emptied first so that the same words twice are announced twice.
+  function announce(text) {
+    const region = document.getElementById("announcer");
+    if (!region || !text) return;
+    region.textContent = "";
+    window.setTimeout(function () { region.textContent = text; }, 50);
+  }
+
+  // The claim's lease: a warning two minutes before it ends, and what it means once it has.
+  let leaseTimers = [];
+  function watchLease(root) {
+    leaseTimers.forEach(function (timer) { window.clearTimeout(timer); });
+    leaseTimers = [];
+    const left = parseInt(root.dataset.leaseLeft || "", 10);
+    const note = root.querySelector("[data-lease-warning]");
+    if (isNaN(left) || !note) return;
+    const ends = new Date(Date.now() + left * 1000);
+    const at = ends.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"});
+    function warn() {
+      note.hidden = false;
+      note.className = "lease-warning";
+      note.textContent = "Your hold on this candidate ends at " + at + ". Submit before " +
+        "then, or it goes back to the pool (reload the page to hold it again).";
+    }
+    function expire() {
+      note.hidden = false;
+      note.className = "lease-warning expired";
+      note.textContent = "Your hold on this candidate ended at " + at + ": another " +
+        "annotator may have taken it. You can still submit; if its review slots are gone, " +
+        "you will be told, and shown the next candidate.";
+    }
+    const warnAt = Math.max(0, left - 120) * 1000;
+    leaseTimers.push(window.setTimeout(warn, warnAt));
+    leaseTimers.push(window.setTimeout(expire, left * 1000));
+  }
   document.addEventListener("DOMContentLoaded", prepare);
+
+  // --- requests that fail: said in place, with what to do; the keys keep working -----------
+  // The token is read from the cookie at each request: after logging in again in another tab
+  // the page's own copy is stale, and a retry must carry the new one.
+  function csrfCookie() {
+    const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+    return match ? decodeURIComponent(match[1]) : null;
+  }
+  document.addEventListener("htmx:configRequest", function (event) {
+    const token = csrfCookie();
+    if (token) event.detail.headers["X-CSRFToken"] = token;
+  });
+  document.addEventListener("submit", function (event) {
+    event.target._gamutSubmitter = event.submitter || null;
+  }, true);
+
+  function problemBox(elt) {
+    const form = elt.closest ? (elt.closest("form") || elt) : null;
+    if (!form || !form.isConnected) return null;
+    let box = form.previousElementSibling;
+    if (!box || !box.classList.contains("request-error")) {
+      box = document.createElement("div");
+      box.className = "request-error";
+      box.setAttribute("role", "alert");
+      box.setAttribute("data-testid", "request-error");
+      form.parentNode.insertBefore(box, form);
+    }
+    box._gamutForm = form;
+    return box;
+  }
+
+  function showProblem(elt, text, session) {
+    const box = problemBox(elt);
+    if (!box) return;
+    box.textContent = "";
+    const p = document.createElement("p");
+    p.textContent = text;
+    box.appendChild(p);
+    if (session) {
+      const link = document.createElement("a");
+      link.href = "/login/";
+      link.target = "_blank";
+      link.rel = "noopener";
+      link.textContent = "Log in again in a new tab";
+      box.appendChild(link);
+      box.appendChild(document.createTextNode(" "));
+    }
+    const retry = document.createElement("button");
+    retry.type = "button";
+    retry.className = "small primary";
+    retry.dataset.retry = "";
+    retry.textContent = "Retry";
+    box.appendChild(retry);
+  }
+
+  function clearProblem(elt) {
+    const form = elt && elt.closest ? (elt.closest("form") || elt) : null;
+    const box = form && form.previousElementSibling;
+    if (box && box.classList.contains("request-error")) box.remove();
+  }
+
+  const KEPT = " What you typed is kept on this page.";
+  function describe(status, body) {
+    if (status === 0) {
+      return "The connection failed: the server could not be reached, so nothing was saved." +
+        " Check the network, then press Retry." + KEPT;
+    }
+    if (status === 403 && /CSRF/i.test(body || "")) {
+      return "Your session has expired (the server refused the form's security token), so " +
+        "nothing was saved. Log in again in another tab, then press Retry here." + KEPT;
+    }
+    if (status === 403) {
+      return "The server refused this (403 Forbidden): you may have been logged out or lost " +
+        "the role. Log in again in another tab, then press Retry." + KEPT;
+    }
+    if (status >= 500) {
+      return "The server failed (error " + status + "), so this was not saved. Press Retry; " +
+        "if it fails again, tell an admin." + KEPT;
+    }
+    return "The server answered " + status + ", so this was not saved. Press Retry, or " +
+      "reload the page." + KEPT;
+  }
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    const xhr = event.detail.xhr;
+    // An expired session answers a redirect to the login page, which the browser follows:
+    // never swap the login form into the page.
+    if (xhr && xhr.responseURL && new URL(xhr.responseURL).pathname === "/login/" &&
+        !/\/login\/$/.test(event.detail.requestConfig.path || "")) {
+      event.detail.shouldSwap = false;
+      event.detail.isError = false;
+      showProblem(event.detail.elt, "Your session has ended, so nothing was saved. Log in " +
+        "again in another tab, then press Retry here." + KEPT, true);
+    } else if (event.detail.shouldSwap) {
+      clearProblem(event.detail.elt);
+    }
+  });
+  document.addEventListener("htmx:responseError", function (event) {
+    const xhr = event.detail.xhr;
+    showProblem(event.detail.elt, describe(xhr.status, xhr.responseText),
+      xhr.status === 403);
+  });
+  document.addEventListener("htmx:sendError", function (event) {
+    showProblem(event.detail.elt, describe(0, ""), false);
+  });
+  document.addEventListener("htmx:timeout", function (event) {
+    showProblem(event.detail.elt, describe(0, ""), false);
+  });
+  document.addEventListener("click", function (event) {
+    const retry = event.target.closest("[data-retry]");
+    if (!retry) return;
+    const box = retry.closest(".request-error");
+    const form = box && box._gamutForm;
+    if (form && form.isConnected) {
+      box.remove();
+      send(form, form._gamutSubmitter || null);
+    }
+  });
 
   // Upload progress on the import page.
   document.addEventListener("htmx:xhr:progress", function (event) {
