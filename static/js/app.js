@@ -415,7 +415,12 @@
   }
   document.addEventListener("htmx:configRequest", function (event) {
     const token = csrfCookie();
-    if (token) event.detail.headers["X-CSRFToken"] = token;
+    if (!token) return;
+    event.detail.headers["X-CSRFToken"] = token;
+    // Django reads the form's own field before the header: it must be the fresh one too.
+    if (event.detail.parameters.csrfmiddlewaretoken !== undefined) {
+      event.detail.parameters.csrfmiddlewaretoken = token;
+    }
   });
   document.addEventListener("submit", function (event) {
     event.target._gamutSubmitter = event.submitter || null;
@@ -466,6 +471,12 @@
     if (box && box.classList.contains("request-error")) box.remove();
   }
 
+  // The element that sent the request (for the swap events, detail.elt is the target).
+  function sender(event) {
+    const config = event.detail.requestConfig;
+    return (config && config.elt) || event.detail.elt;
+  }
+
   const KEPT = " What you typed is kept on this page.";
   function describe(status, body) {
     if (status === 0) {
@@ -496,22 +507,21 @@
         !/\/login\/$/.test(event.detail.requestConfig.path || "")) {
       event.detail.shouldSwap = false;
       event.detail.isError = false;
-      showProblem(event.detail.elt, "Your session has ended, so nothing was saved. Log in " +
+      showProblem(sender(event), "Your session has ended, so nothing was saved. Log in " +
         "again in another tab, then press Retry here." + KEPT, true);
     } else if (event.detail.shouldSwap) {
-      clearProblem(event.detail.elt);
+      clearProblem(sender(event));
     }
   });
   document.addEventListener("htmx:responseError", function (event) {
     const xhr = event.detail.xhr;
-    showProblem(event.detail.elt, describe(xhr.status, xhr.responseText),
-      xhr.status === 403);
+    showProblem(sender(event), describe(xhr.status, xhr.responseText), xhr.status === 403);
   });
   document.addEventListener("htmx:sendError", function (event) {
-    showProblem(event.detail.elt, describe(0, ""), false);
+    showProblem(sender(event), describe(0, ""), false);
   });
   document.addEventListener("htmx:timeout", function (event) {
-    showProblem(event.detail.elt, describe(0, ""), false);
+    showProblem(sender(event), describe(0, ""), false);
   });
   document.addEventListener("click", function (event) {
     const retry = event.target.closest("[data-retry]");
