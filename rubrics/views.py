@@ -26,6 +26,7 @@ from django_htmx.http import reswap, retarget
 
 from annotation import access
 from annotation.services import ReviewError
+from annotation.views import single_keys
 
 from . import services
 from .compiler import TIERS
@@ -215,6 +216,7 @@ def workspace(request: HttpRequest, version_id: int) -> HttpResponse:
     context["editable"] = context["editable"] and reviser
     context["question"] = version.rubric.question
     context["scaffold"] = _scaffold(version.meta_rubric)
+    context["single_keys"] = single_keys(request.user)
     return render(request, "rubrics/workspace.html", context)
 
 

@@ -108,20 +108,29 @@
     focusedCheck = check.dataset.check;
   }
 
+  // A button, select or field keeps every key: Enter and Space press a button, arrows change a
+  // select, letters are typed. Only Esc (leave) and Enter in a textarea (save) are the page's.
+  function ownKeys(target) {
+    return target && ["BUTTON", "SELECT", "INPUT", "TEXTAREA", "A", "SUMMARY"]
+      .includes(target.tagName);
+  }
+
   function workspaceKey(event) {
     const key = event.key;
     const target = event.target;
-    if (typing(target)) {
+    if (ownKeys(target)) {
       const form = target.form;
       if (key === "Escape") {
         if (form && form.classList.contains("edit-text")) form.hidden = true;
-        focusCheck(target.closest("li.check"));
+        if (target.closest("li.check")) focusCheck(target.closest("li.check"));
+        else target.blur();
       } else if (key === "Enter" && !event.shiftKey && target.tagName === "TEXTAREA" && form) {
         event.preventDefault();
         send(form);
       }
       return;
     }
+    if (key.length === 1 && singleKeysOff()) return;
     const list = checks();
     const check = currentCheck();
     const index = check ? list.indexOf(check) : -1;
@@ -131,6 +140,12 @@
     } else if (key === "k" || key === "ArrowUp") {
       event.preventDefault();
       focusCheck(list[Math.max(index - 1, 0)]);
+    } else if (key === "c") {
+      const complete = document.querySelector("#checklist [data-testid=complete]");
+      if (complete) {
+        event.preventDefault();
+        complete.click(); // htmx asks for the confirmation first
+      }
     } else if (key === "a") {
       event.preventDefault();
       const add = document.getElementById("add-check");
@@ -180,15 +195,34 @@
     if (check && !saving) focusedCheck = check.dataset.check;
   });
 
-  document.addEventListener("htmx:beforeRequest", function () {
-    if (document.getElementById("checklist")) saving = true;
+  // Where the focus goes when the check it was on leaves the list (deleted): the next check,
+  // else the previous one. An added check takes the focus itself.
+  let fallbackCheck = null;
+  let adding = false;
+
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (!document.getElementById("checklist")) return;
+    saving = true;
+    const elt = event.detail.elt;
+    adding = Boolean(elt && elt.id === "add-check");
+    fallbackCheck = null;
+    const check = elt && elt.closest && elt.closest("li.check");
+    if (check && elt.classList.contains("delete")) {
+      const list = checks();
+      const index = list.indexOf(check);
+      const neighbour = list[index + 1] || list[index - 1];
+      fallbackCheck = neighbour ? neighbour.dataset.check : null;
+    }
   });
 
   function restoreFocus() {
     // Someone typing elsewhere (the add form, a reason) keeps their place: only a focus that
     // the swap took away comes back.
     if (typing(document.activeElement) && document.activeElement.isConnected) return;
-    const again = checks().find((c) => c.dataset.check === focusedCheck);
+    let again = checks().find((c) => c.dataset.check === focusedCheck);
+    if (!again && fallbackCheck) {
+      again = checks().find((c) => c.dataset.check === fallbackCheck);
+    }
     if (again) focusCheck(again);
   }
 
@@ -209,7 +243,14 @@
   // htmx:load fires on the new content itself, attached to the page (the swap events of an
   // outerHTML swap fire on the element that was replaced, which no longer reaches document).
   document.addEventListener("htmx:load", function (event) {
-    if (event.target.closest && event.target.closest("#checklist")) restoreFocus();
+    const target = event.target;
+    if (!(target.closest && target.closest("#checklist"))) return;
+    const added = target.matches("li.check") ? target : target.querySelector("li.check");
+    if (adding && added) {
+      focusedCheck = added.dataset.check;
+      adding = false;
+    }
+    restoreFocus();
   });
   document.addEventListener("htmx:afterSettle", function () {
     if (document.getElementById("checklist")) restoreFocus();
