@@ -266,10 +266,10 @@ def _edit(
     if not request.htmx:
         return redirect("rubric_workspace", version_id=version_id)
     context = _checklist_context(request, _version(version_id))
-    # The revision this edit produced (the service accepted the one sent), not the version's
-    # as read now: if another tab saved in between, the page has not seen that save, and its
-    # next save must be refused with the whole current state.
-    context["revision"] = int(request.POST["revision"]) + 1
+    # The revision this edit produced, as the service says, not the version's as read now: if
+    # another tab saved in between, the page has not seen that save, and its next save must be
+    # refused with the whole current state.
+    context["revision"] = changed.revision
     rows = context["rows"]
     row = next(r for r in rows if r.pk == changed.pk)
     live = row.deleted_at is None
@@ -336,26 +336,14 @@ def check_restore(request: HttpRequest, version_id: int, check_pk: int) -> HttpR
 @login_required
 @require_POST
 def check_move(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
-    """Up or down within its tier group: to the place of the neighbouring check of its tier."""
-    _require_reviser(request)
-    # One read of every row's (pk, tier, position, deleted?), the neighbour found in Python.
-    rows = list(
-        RubricCheck.objects.filter(version_id=version_id)
-        .order_by("position", "pk")
-        .values_list("pk", "tier", "position", "deleted_at")
-    )
-    row = next((r for r in rows if r[0] == check_pk), None)
-    if row is None:
-        raise Http404("That check is not part of this rubric version.")
-    _, tier, position, _ = row
-    same_tier = [r for r in rows if r[1] == tier and r[3] is None]
-    if request.POST.get("direction") == "up":
-        neighbour = next((r for r in reversed(same_tier) if r[2] < position), None)
-    else:
-        neighbour = next((r for r in same_tier if r[2] > position), None)
-    target = neighbour[2] if neighbour else position
+    """Up or down within its tier group (the service finds the neighbour)."""
     return _edit(
-        request, version_id, services.check_move, "relocate", check_pk=check_pk, to_position=target
+        request,
+        version_id,
+        services.check_move,
+        "relocate",
+        check_pk=check_pk,
+        direction=request.POST.get("direction", ""),
     )
 
 

@@ -226,17 +226,6 @@
     if (again) focusCheck(again);
   }
 
-  // An edit is answered with only what changed, so most forms on the page still hold the
-  // revision they were drawn with: every save sends the page's current one (swapped in out of
-  // band with each answer), which is what the page shows.
-  document.addEventListener("htmx:configRequest", function (event) {
-    const current = document.getElementById("checklist-revision");
-    if (current && event.detail.parameters.revision !== undefined &&
-        event.detail.elt.closest && event.detail.elt.closest("#checklist")) {
-      event.detail.parameters.revision = current.dataset.revision;
-    }
-  });
-
   // After a save, the check is new HTML (and a refused save redraws the whole checklist): give
   // the focus back to the same check once htmx has settled it (htmx moves the focus itself
   // while swapping).
@@ -252,17 +241,25 @@
     }
     restoreFocus();
   });
-  document.addEventListener("htmx:afterSettle", function () {
-    if (document.getElementById("checklist")) restoreFocus();
+  // An edit is answered with only what changed, so most forms on the page still hold the
+  // revision they were drawn with: every save sends the page's current one (swapped in out of
+  // band with each answer), which is what the page shows.
+  document.addEventListener("htmx:configRequest", function (event) {
+    const current = document.getElementById("checklist-revision");
+    if (current && event.detail.parameters.revision !== undefined &&
+        event.detail.elt.closest && event.detail.elt.closest("#checklist")) {
+      event.detail.parameters.revision = current.dataset.revision;
+    }
   });
-  document.addEventListener("htmx:afterRequest", function () {
-    if (!saving) return;
-    // Once the swap and the settle that follow this request are done (htmx settles after
-    // 20 ms): the same check again, and focus moves count as the person's own from then on.
-    setTimeout(function () {
-      if (document.activeElement === document.body) restoreFocus();
-      saving = false;
-    }, 60);
+
+  // Once the answer is settled, the focus moves are the person's own again.
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!document.getElementById("checklist")) return;
+    restoreFocus();
+    saving = false;
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    if (!event.detail.successful) saving = false; // nothing will settle
   });
 
   document.addEventListener("click", function (event) {
