@@ -325,3 +325,35 @@ def test_preference_needs_a_login(client):
     response = client.post(reverse("preference_shortcuts"), {"on": "0"})
     assert response.status_code == 302 and "/login/" in response.url
     assert not Preference.objects.exists()
+
+
+# --- query counts of the pages changed here -------------------------------------------------
+
+
+def test_review_and_adjudication_query_counts_are_pinned(
+    client, make_image, alice, bob, carol, django_assert_num_queries
+):
+    for i in range(3):
+        make_image(f"img-{i}", [f"One {i}?", f"Two {i}?"])
+    client.force_login(alice)
+    client.get(reverse("review"))  # the session's first write is not the page's
+    with django_assert_num_queries(COUNTS["review"]):
+        assert client.get(reverse("review")).status_code == 200
+    held = ReviewClaim.objects.get(annotator=alice).candidate_id
+    with django_assert_num_queries(COUNTS["submit"]):
+        client.post(reverse("review_submit", args=[held]), {"decision": "accept"}, **HTMX)
+    with django_assert_num_queries(COUNTS["undo"]):
+        assert client.post(reverse("review_undo"), **HTMX).status_code == 200
+    with django_assert_num_queries(COUNTS["skip"]):
+        assert client.post(reverse("review_skip", args=[held]), **HTMX).status_code == 200
+    services.review_submit(user=alice, candidate_id=held, decision="accept")
+    services.review_submit(user=bob, candidate_id=held, decision="discard")
+    client.force_login(carol)
+    client.get(reverse("adjudicate"))
+    with django_assert_num_queries(COUNTS["adjudicate"]):
+        assert client.get(reverse("adjudicate")).status_code == 200
+
+
+# Measured with the session already written. The review page reads two rows more than it did
+# (the last review, for the undo offer; the single-key preference), the adjudication page one.
+COUNTS = {"review": 11, "submit": 23, "undo": 19, "skip": 17, "adjudicate": 10}
