@@ -1,7 +1,9 @@
 """Stage 1 of the workflow: images, candidate questions, reviews, adjudications, final questions.
 
 Rows here are records of decisions: reviews and adjudications are written once and never
-updated; a candidate's status changes are kept as `AuditEvent` rows beside it.
+updated; a candidate's status changes are kept as `AuditEvent` rows beside it. A review taken
+back (undo) while its candidate is open is deleted, its whole content kept in a `review.undo`
+event.
 """
 
 from __future__ import annotations
@@ -284,6 +286,9 @@ class Review(models.Model):
     comment = models.TextField(blank=True)
     seconds = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # The key the review form carries: the same form sent twice (Enter pressed twice, a retry
+    # after a dropped answer) is answered as the first was, never recorded twice.
+    submission_key = models.UUIDField(null=True, blank=True)
 
     objects = ReviewQuerySet.as_manager()
 
@@ -294,6 +299,9 @@ class Review(models.Model):
                 fields=["candidate", "annotator"], name="review_once_per_annotator"
             ),
             models.UniqueConstraint(fields=["candidate", "slot"], name="review_two_slots"),
+            models.UniqueConstraint(
+                fields=["annotator", "submission_key"], name="review_submission_key_once"
+            ),
             models.CheckConstraint(condition=Q(slot__in=[1, 2]), name="review_slot_1_or_2"),
             models.CheckConstraint(
                 condition=Q(candidate_author__isnull=True) | ~Q(annotator=F("candidate_author")),
@@ -354,6 +362,7 @@ class Adjudication(models.Model):
     comment = models.TextField(blank=True)
     seconds = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    submission_key = models.UUIDField(null=True, blank=True)  # as Review.submission_key
 
     class Meta:
         constraints = [
@@ -453,3 +462,16 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.action}"
+
+
+class Preference(models.Model):
+    """A person's settings of the pages. Single-key shortcuts can be turned off (WCAG 2.1.4:
+    speech input and stray key presses must not trigger actions)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="preference"
+    )
+    single_key_shortcuts = models.BooleanField(default=True)
+
+    def __str__(self) -> str:
+        return f"preferences of {self.user_id}"

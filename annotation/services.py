@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -33,6 +34,7 @@ from .models import (
     CandidateStatus,
     Decision,
     FinalQuestion,
+    Preference,
     QuestionCorrection,
     Review,
     ReviewClaim,
@@ -188,20 +190,25 @@ class Claimed:
     expires_at: datetime
 
 
-def review_claim(*, user, now: datetime | None = None) -> Claimed | None:
+def review_claim(
+    *, user, skip: list[int] | tuple[int, ...] = (), now: datetime | None = None
+) -> Claimed | None:
     """Reserve one of the two review slots of the next candidate this person may review.
 
     Returns the person's current claim if they hold one. A slot is free when the candidate's
-    reviews plus other people's unexpired claims number fewer than two.
+    reviews plus other people's unexpired claims number fewer than two. `skip`: candidates the
+    person handed back (review_skip) in this sitting, not offered to them again.
     """
     if not access.is_annotator(user):
         raise NotAllowed("Only annotators review candidates.")
     now = now or timezone.now()
     expires_at = now + settings.REVIEW_LEASE
+    skip = [int(pk) for pk in skip]
     with transaction.atomic():
         held = (
             ReviewClaim.objects.filter(annotator=user, expires_at__gt=now)
             .filter(candidate__in=Candidate.objects.reviewable_by(user))
+            .exclude(candidate_id__in=skip)
             .select_related("candidate__image")
             .order_by("created_at")
             .first()
@@ -222,6 +229,7 @@ def review_claim(*, user, now: datetime | None = None) -> Claimed | None:
                 + _count(others_claims)
             )
             .filter(n_taken__lt=2)
+            .exclude(pk__in=skip)
             .select_related("image")
             .order_by("id")
         )
@@ -287,13 +295,27 @@ def review_submit(
     reasons: list[str] | None = None,
     comment: str | None = "",
     seconds: int | None = None,
+    submission_key: str | uuid.UUID | None = None,
     now: datetime | None = None,
 ) -> Review:
-    """Record one annotator's review; the second review resolves or disputes the candidate."""
+    """Record one annotator's review; the second review resolves or disputes the candidate.
+
+    With a `submission_key`, a second submission of the same form returns the review that the
+    first recorded (its `repeated` attribute set) instead of recording or refusing anything.
+    """
     now = now or timezone.now()
     if not access.is_annotator(user):
         raise NotAllowed("Only annotators review candidates.")
+    key = _clean_key(submission_key)
     candidate = _lock_candidate(candidate_id)
+    if key is not None:
+        # Under the candidate's lock: a twin request that raced this one has committed.
+        prior = Review.objects.filter(annotator=user, submission_key=key).first()
+        if prior is not None:
+            if prior.candidate_id != candidate.pk:
+                raise InvalidInput("submission_key belongs to another review.", "submission_key")
+            prior.repeated = True
+            return prior
     if user.pk in (candidate.author_id, candidate.co_author_id):
         raise NotAllowed("You wrote this question, so you may not review it.")
 
@@ -319,6 +341,11 @@ def review_submit(
         candidate=candidate, annotator=user, expires_at__gt=now
     ).exists()
     if not holds_claim and _slots_taken(candidate, user, now) >= 2:
+        if ReviewClaim.objects.filter(candidate=candidate, annotator=user).exists():
+            raise Conflict(
+                "Your hold on this candidate ran out and other annotators took its review "
+                "slots, so your review was not recorded. Here is the next candidate."
+            )
         raise Conflict("Both remaining review slots are reserved by other annotators' claims.")
 
     try:
@@ -334,6 +361,7 @@ def review_submit(
                 reasons=reasons,
                 comment=comment,
                 seconds=seconds,
+                submission_key=key,
                 created_at=now,
             )
     except IntegrityError as exc:
@@ -343,6 +371,98 @@ def review_submit(
         _resolve_pair(candidate, existing[0], review, now=now)
         _generate_if_left_without_candidates(candidate.image_id)
     return review
+
+
+def _clean_key(value) -> uuid.UUID | None:
+    if value is None or value == "":
+        return None
+    try:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    except ValueError as exc:
+        raise InvalidInput("submission_key must be a UUID.", "submission_key") from exc
+
+
+@transaction.atomic
+def review_undo(*, user, review_id: int | None = None, now: datetime | None = None) -> dict:
+    """Take back one of this person's reviews (by default the latest) while its candidate is
+    still open, that is before the second review resolved it: nobody else has seen it, so the
+    blind rules hold. The review's content is kept in a `review.undo` event, and the person
+    holds the candidate again (first in their queue) to review it anew.
+
+    Returns the withdrawn values (decision, revised_text, reasons, comment) and the candidate.
+    """
+    now = now or timezone.now()
+    if not access.is_annotator(user):
+        raise NotAllowed("Only annotators review candidates.")
+    reviews = Review.objects.filter(annotator=user)
+    if review_id is not None:
+        review = reviews.filter(pk=review_id).first()
+        if review is None:
+            raise NotFound(f"You have no review {review_id}.")
+    else:
+        review = reviews.order_by("-created_at", "-id").first()
+        if review is None:
+            raise Conflict("You have no review to take back.")
+    candidate = _lock_candidate(review.candidate_id)
+    if candidate.status != CandidateStatus.OPEN:
+        raise Conflict(
+            "That review can no longer be changed: its candidate is "
+            f"{candidate.get_status_display().lower()} already."
+        )
+    values = {
+        "decision": review.decision,
+        "revised_text": review.revised_text,
+        "reasons": list(review.reasons),
+        "comment": review.comment,
+    }
+    AuditEvent.objects.create(
+        actor=user,
+        action="review.undo",
+        candidate=candidate,
+        image_id=candidate.image_id,
+        data={
+            **values,
+            "slot": review.slot,
+            "seconds": review.seconds,
+            "reviewed_at": review.created_at.isoformat(),
+        },
+        at=now,
+    )
+    review.delete()
+    # Dated as the review was, so that it comes before the claim the person holds now.
+    ReviewClaim.objects.bulk_create(
+        [
+            ReviewClaim(
+                candidate=candidate,
+                annotator=user,
+                expires_at=now + settings.REVIEW_LEASE,
+                created_at=review.created_at,
+            )
+        ],
+        update_conflicts=True,
+        unique_fields=["candidate", "annotator"],
+        update_fields=["expires_at", "created_at"],
+    )
+    return {**values, "candidate": candidate}
+
+
+@transaction.atomic
+def review_skip(*, user, candidate_id: int) -> None:
+    """Hand a claimed candidate back to the pool (the caller keeps it out of this person's
+    next claims for the sitting)."""
+    if not access.is_annotator(user):
+        raise NotAllowed("Only annotators review candidates.")
+    ReviewClaim.objects.filter(candidate_id=candidate_id, annotator=user).delete()
+
+
+@transaction.atomic
+def preference_set(*, user, single_key_shortcuts: bool) -> Preference:
+    if not user.is_authenticated:
+        raise NotAllowed("Log in first.")
+    preference, _ = Preference.objects.update_or_create(
+        user=user, defaults={"single_key_shortcuts": bool(single_key_shortcuts)}
+    )
+    return preference
 
 
 def _resolve_pair(candidate: Candidate, first: Review, second: Review, *, now: datetime) -> None:
@@ -444,14 +564,24 @@ def adjudication_resolve(
     revised_text: str | None = "",
     comment: str | None = "",
     seconds: int | None = None,
+    submission_key: str | uuid.UUID | None = None,
     now: datetime | None = None,
 ) -> Adjudication:
     """Settle a disputed candidate. Accept needs one annotator's acceptance; a revision becomes
-    a new candidate of the next round (credited to the annotator whose revision was picked)."""
+    a new candidate of the next round (credited to the annotator whose revision was picked).
+    A repeated `submission_key` returns the first answer, as in review_submit."""
     now = now or timezone.now()
     if not access.is_adjudicator(user):
         raise NotAllowed("Only adjudicators resolve disputes.")
+    key = _clean_key(submission_key)
     candidate = _lock_candidate(candidate_id)
+    if key is not None:
+        prior = Adjudication.objects.filter(adjudicator=user, submission_key=key).first()
+        if prior is not None:
+            if prior.candidate_id != candidate.pk:
+                raise InvalidInput("submission_key belongs to another decision.", "submission_key")
+            prior.repeated = True
+            return prior
     reviews = list(candidate.reviews.select_related("annotator"))
     if any(r.annotator_id == user.pk for r in reviews):
         raise NotAllowed("You reviewed this candidate, so another adjudicator must settle it.")
@@ -499,6 +629,7 @@ def adjudication_resolve(
                 chosen_review=chosen,
                 comment=comment,
                 seconds=seconds,
+                submission_key=key,
                 created_at=now,
             )
     except IntegrityError as exc:

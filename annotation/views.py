@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import uuid
 from collections import Counter
 from datetime import timedelta
 from pathlib import PurePosixPath
@@ -41,6 +42,7 @@ from .models import (
     Image,
     ImageStatus,
     ImportBatch,
+    Preference,
     Review,
     image_status,
 )
@@ -179,10 +181,32 @@ def image_file(request: HttpRequest, source_id: str) -> FileResponse:
 # --- annotators ---------------------------------------------------------------------------
 
 
+SKIPPED = "review_skipped"  # session key: candidates this person handed back in this sitting
+REOPENED = "review_reopened"  # session key: what an undo from the list took back, for the form
+
+
+def single_keys(user) -> bool:
+    """Whether this person's pages answer single-key shortcuts (on unless turned off)."""
+    value = (
+        Preference.objects.filter(user=user).values_list("single_key_shortcuts", flat=True).first()
+    )
+    return True if value is None else value
+
+
+def _today_start():
+    return timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
+
+
 def _review_context(
     request: HttpRequest, *, error: DomainError | None = None, previous: dict | None = None
 ) -> dict:
-    claimed = services.review_claim(user=request.user)
+    claimed = services.review_claim(user=request.user, skip=request.session.get(SKIPPED, []))
+    last = (
+        Review.objects.filter(annotator=request.user, created_at__gte=_today_start())
+        .select_related("candidate")
+        .order_by("-created_at", "-id")
+        .first()
+    )
     return {
         "claimed": claimed,
         "candidate": claimed.candidate if claimed else None,
@@ -190,12 +214,115 @@ def _review_context(
         "progress": _progress(request.user),
         "error": error,
         "previous": previous or {},
+        # A fresh key for each form drawn: the same form sent twice carries the same key.
+        "submission_key": uuid.uuid4(),
+        "undoable": last if last and last.candidate.status == CandidateStatus.OPEN else None,
+        "skipped": len(request.session.get(SKIPPED, [])),
+        "single_keys": single_keys(request.user),
     }
 
 
 @access.role_required(access.ANNOTATOR)
 def review_page(request: HttpRequest) -> HttpResponse:
-    return render(request, "annotation/review.html", _review_context(request))
+    if request.GET.get("skipped") == "clear":
+        request.session.pop(SKIPPED, None)
+    context = _review_context(request)
+    reopened = request.session.pop(REOPENED, None)
+    if reopened and context["candidate"] and reopened.get("candidate") == context["candidate"].pk:
+        context["previous"] = reopened
+    return render(request, "annotation/review.html", context)
+
+
+@access.role_required(access.ANNOTATOR)
+@require_POST
+def review_undo(request: HttpRequest) -> HttpResponse:
+    """Take back the latest review (or the one named by review_id, from the list of today's
+    reviews) and show its candidate again with what was chosen."""
+    review_id = request.POST.get("review_id") or None
+    if review_id is not None and not review_id.isdigit():
+        return HttpResponse("review_id must be a review's number.", status=400)
+    try:
+        values = services.review_undo(
+            user=request.user, review_id=int(review_id) if review_id else None
+        )
+    except DomainError as exc:
+
+        def panel(exc: DomainError) -> HttpResponse:
+            context = _review_context(request)
+            context["notice"] = exc.message
+            return render(request, "annotation/review.html#panel", context)
+
+        return refuse(
+            request, exc, redirect_to="review_mine" if review_id else "review", partial=panel
+        )
+    candidate = values.pop("candidate")
+    skipped = request.session.get(SKIPPED, [])
+    if candidate.pk in skipped:
+        request.session[SKIPPED] = [pk for pk in skipped if pk != candidate.pk]
+    notice = "Review taken back: change it and submit again."
+    if not request.htmx:
+        request.session[REOPENED] = {**values, "candidate": candidate.pk}
+        messages.success(request, notice)
+        return redirect("review")
+    context = _review_context(request, previous=values)
+    context["notice"] = notice
+    return render(request, "annotation/review.html#panel", context)
+
+
+@access.role_required(access.ANNOTATOR)
+@require_POST
+def review_skip(request: HttpRequest, candidate_id: int) -> HttpResponse:
+    """Hand the candidate back to the pool and show the next one."""
+    services.review_skip(user=request.user, candidate_id=candidate_id)
+    skipped = request.session.get(SKIPPED, [])
+    if candidate_id not in skipped:
+        request.session[SKIPPED] = [*skipped, candidate_id][-500:]
+    notice = "Skipped: the candidate is back in the pool."
+    if not request.htmx:
+        messages.success(request, notice)
+        return redirect("review")
+    context = _review_context(request)
+    context["notice"] = notice
+    return render(request, "annotation/review.html#panel", context)
+
+
+@access.role_required(access.ANNOTATOR)
+def review_mine(request: HttpRequest) -> HttpResponse:
+    """This person's reviews of today, newest first; each can be changed until its candidate
+    is resolved."""
+    reviews = (
+        Review.objects.filter(annotator=request.user, created_at__gte=_today_start())
+        .select_related("candidate__image")
+        .order_by("-created_at", "-id")
+    )
+    labels = dict(REASON_TAGS)
+    rows = [
+        {
+            "review": r,
+            "editable": r.candidate.status == CandidateStatus.OPEN,
+            "reason_labels": [labels.get(t, t) for t in r.reasons],
+        }
+        for r in reviews
+    ]
+    return render(request, "annotation/mine.html", {"rows": rows})
+
+
+@access.role_required(access.MEMBER)
+@require_POST
+def preference_shortcuts(request: HttpRequest) -> HttpResponse:
+    """Turn single-key shortcuts on or off for this person (on=1 or on=0)."""
+    value = request.POST.get("on")
+    if value not in ("0", "1"):
+        return HttpResponse("on must be 0 or 1.", status=400)
+    services.preference_set(user=request.user, single_key_shortcuts=value == "1")
+    messages.success(
+        request,
+        "Single-key shortcuts are on."
+        if value == "1"
+        else "Single-key shortcuts are off: Enter still submits; use the buttons, Tab "
+        "and Space for the rest.",
+    )
+    return redirect(request.POST["next"] if _safe_next(request) else "home")
 
 
 @access.role_required(access.ANNOTATOR)
@@ -208,8 +335,11 @@ def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
         "comment": request.POST.get("comment", ""),
         "seconds": request.POST.get("seconds") or None,
     }
+    key = request.POST.get("submission_key") or None
     try:
-        services.review_submit(user=request.user, candidate_id=candidate_id, **form)
+        services.review_submit(
+            user=request.user, candidate_id=candidate_id, submission_key=key, **form
+        )
     except DomainError as exc:
 
         def panel(exc: DomainError) -> HttpResponse:
@@ -217,7 +347,9 @@ def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
             if exc.status in (403, 409):  # the candidate is gone for this person: the next
                 context["notice"] = exc.message
                 context["error"] = None
-            return render(request, "annotation/review.html#panel", context)
+                return render(request, "annotation/review.html#panel", context)
+            # htmx swaps a 400 in (base.html's responseHandling): the form again, the field named
+            return render(request, "annotation/review.html#panel", context, status=400)
 
         return refuse(request, exc, redirect_to="review", partial=panel)
     if not request.htmx:
@@ -255,6 +387,8 @@ def _adjudication_context(request: HttpRequest, *, error=None, previous=None) ->
             revisions=[r for r in reviews if r.decision == "revise"],
         )
     context["waiting"] = Candidate.objects.adjudicable_by(request.user).count()
+    context["submission_key"] = uuid.uuid4()
+    context["single_keys"] = single_keys(request.user)
     return context
 
 
@@ -272,24 +406,34 @@ def adjudicate_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
         "comment": request.POST.get("comment", ""),
         "seconds": request.POST.get("seconds") or None,
     }
+    key = request.POST.get("submission_key") or None
     try:
-        services.adjudication_resolve(user=request.user, candidate_id=candidate_id, **form)
+        adjudication = services.adjudication_resolve(
+            user=request.user, candidate_id=candidate_id, submission_key=key, **form
+        )
     except DomainError as exc:
         return refuse(
             request,
             exc,
             redirect_to="adjudicate",
+            # htmx swaps a 400 in (base.html's responseHandling): the form again, the field named
             partial=lambda exc: render(
                 request,
                 "annotation/adjudicate.html#panel",
                 _adjudication_context(request, error=exc, previous=form),
+                status=400 if exc.status == 400 else 200,
             ),
         )
+    notice = "Decision saved."
+    if adjudication.decision == "revise":
+        notice = (
+            f"Decision saved: “{adjudication.revised_text}” is a new candidate of the next round."
+        )
     if not request.htmx:
-        messages.success(request, "Decision saved.")
+        messages.success(request, notice)
         return redirect("adjudicate")
     context = _adjudication_context(request)
-    context["notice"] = "Decision saved."
+    context["notice"] = notice
     return render(request, "annotation/adjudicate.html#panel", context)
 
 

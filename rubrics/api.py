@@ -379,14 +379,7 @@ def workspace_check_restore(request: Request, version_id: int, check_pk: int) ->
 )
 @api_view(["POST"])
 def workspace_check_move(request: Request, version_id: int, check_pk: int) -> Response:
-    def move(*, direction: str | None = None, to_position: int | None = None, **fields: Any):
-        if direction is not None:
-            to_position = services.move_target(
-                version_id=version_id, check_pk=check_pk, direction=direction
-            )
-        return services.check_move(to_position=to_position, **fields)
-
-    return _edit(request, version_id, CheckMoveSerializer, move, check_pk=check_pk)
+    return _edit(request, version_id, CheckMoveSerializer, services.check_move, check_pk=check_pk)
 
 
 @extend_schema(

@@ -332,6 +332,10 @@ def _record(version, row, user, op, before, now) -> None:
         revision=version.revision,
         at=now,
     )
+    if row is not None:
+        # What the caller's page must carry from now on: the draft's revision after this edit
+        # (not the version as read later, which may hold another tab's save as well).
+        row.revision = version.revision
 
 
 def _clean_check_text(text: Any) -> str:
@@ -486,46 +490,50 @@ def check_add(
     return row
 
 
-def move_target(*, version_id: int, check_pk: int, direction: str) -> int:
-    """The position a check moves to one step `direction` ("up" or "down") within its tier:
-    the place of the neighbouring live check of its tier (its own place when it has none).
-    One read of every row's (pk, tier, position, deleted?), the neighbour found in Python."""
-    rows = list(
-        RubricCheck.objects.filter(version_id=version_id)
-        .order_by("position", "pk")
-        .values_list("pk", "tier", "position", "deleted_at")
-    )
-    row = next((r for r in rows if r[0] == check_pk), None)
-    if row is None:
-        raise NotFound("That check is not part of this rubric version.")
-    if direction not in ("up", "down"):
-        raise InvalidInput("direction must be up or down.", "direction")
-    _, tier, position, _ = row
-    same_tier = [r for r in rows if r[1] == tier and r[3] is None]
-    if direction == "up":
-        neighbour = next((r for r in reversed(same_tier) if r[2] < position), None)
-    else:
-        neighbour = next((r for r in same_tier if r[2] > position), None)
-    return neighbour[2] if neighbour else position
-
-
 @transaction.atomic
 def check_move(
     *,
     user,
     version_id: int,
     check_pk: int,
-    to_position: Any,
     revision: Any,
+    direction: str | None = None,
+    to_position: Any = None,
     now: datetime | None = None,
 ) -> RubricCheck:
+    """Move a check up or down within its tier (direction: to the place of the neighbouring
+    live check of its tier; the first stays first), or to a position in the whole list."""
     now = now or timezone.now()
+    if direction is not None and direction not in ("up", "down"):
+        raise InvalidInput("direction must be up or down.", "direction")
+    if direction is None:
+        try:
+            to_position = int(to_position)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(
+                "to_position must be a position in the list.", "to_position"
+            ) from exc
     version = _editable(user, version_id, revision, now)
-    row = _row(version, check_pk)
-    # Positions only (with version_id, which the related manager reads on each row).
-    rows = list(version.checks.order_by("position").only("version_id", "position"))
-    target = clean_int(to_position, "to_position")
-    target = max(1, min(target, len(rows)))
+    # Every row in one query, with only what placing needs (version_id: the related manager
+    # reads it on each row); the row moved is one of them.
+    rows = list(
+        version.checks.order_by("position", "pk").only(
+            "version_id", "position", "tier", "deleted_at"
+        )
+    )
+    placed = next((r for r in rows if r.pk == clean_int(check_pk, "check", minimum=1)), None)
+    if placed is None:
+        raise NotFound("That check is not part of this rubric version.")
+    row = _row(version, placed.pk)  # the whole row, for the edit's record and the answer
+    rows[rows.index(placed)] = row
+    if direction is not None:
+        same_tier = [r for r in rows if r.tier == row.tier and r.deleted_at is None]
+        if direction == "up":
+            neighbour = next((r for r in reversed(same_tier) if r.position < row.position), None)
+        else:
+            neighbour = next((r for r in same_tier if r.position > row.position), None)
+        to_position = neighbour.position if neighbour else row.position
+    target = max(1, min(to_position, len(rows)))
     before = _snapshot(row)
     ordered = [r for r in rows if r.pk != row.pk]
     ordered.insert(target - 1, row)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from django.contrib import messages
 from django.db.models import Count, Q
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.backends.utils import csrf_input
 from django.urls import reverse
@@ -22,6 +22,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 from django_htmx.http import reswap, retarget
 
+from annotation.views import single_keys
 from core import access
 from core.errors import DomainError
 from core.http import refuse
@@ -210,6 +211,7 @@ def workspace(request: HttpRequest, version_id: int) -> HttpResponse:
     context["editable"] = context["editable"] and reviser
     context["question"] = version.rubric.question
     context["scaffold"] = _scaffold(version.meta_rubric)
+    context["single_keys"] = single_keys(request.user)
     return render(request, "rubrics/workspace.html", context)
 
 
@@ -264,10 +266,10 @@ def _edit(
     if not request.htmx:
         return redirect("rubric_workspace", version_id=version_id)
     context = _checklist_context(request, _version(version_id))
-    # The revision this edit produced (the service accepted the one sent), not the version's
-    # as read now: if another tab saved in between, the page has not seen that save, and its
-    # next save must be refused with the whole current state.
-    context["revision"] = int(request.POST["revision"]) + 1
+    # The revision this edit produced, as the service says, not the version's as read now: if
+    # another tab saved in between, the page has not seen that save, and its next save must be
+    # refused with the whole current state.
+    context["revision"] = changed.revision
     rows = context["rows"]
     row = next(r for r in rows if r.pk == changed.pk)
     live = row.deleted_at is None
@@ -334,15 +336,14 @@ def check_restore(request: HttpRequest, version_id: int, check_pk: int) -> HttpR
 @access.role_required(access.RUBRIC_REVISER)
 @require_POST
 def check_move(request: HttpRequest, version_id: int, check_pk: int) -> HttpResponse:
-    """Up or down within its tier group: to the place of the neighbouring check of its tier."""
-    # The page's buttons send up or down; anything else moves down, as it always has.
-    direction = "up" if request.POST.get("direction") == "up" else "down"
-    try:
-        target = services.move_target(version_id=version_id, check_pk=check_pk, direction=direction)
-    except DomainError as exc:
-        raise Http404(exc.message) from exc
+    """Up or down within its tier group (the service finds the neighbour)."""
     return _edit(
-        request, version_id, services.check_move, "relocate", check_pk=check_pk, to_position=target
+        request,
+        version_id,
+        services.check_move,
+        "relocate",
+        check_pk=check_pk,
+        direction=request.POST.get("direction", ""),
     )
 
 

@@ -35,3 +35,12 @@ def web_url(value) -> bool:
     """Whether a snippet's URL may be a link's href: http(s) only, whatever a stored rubric
     holds (rows from before the compiler refused other schemes)."""
     return is_web_url(value)
+
+
+@register.filter
+def timeuntil_seconds(moment) -> int:
+    """Whole seconds from now until `moment` (0 when past): the page counts down from this on
+    the browser's own clock, so a skew between the two clocks does not matter."""
+    from django.utils import timezone
+
+    return max(0, int((moment - timezone.now()).total_seconds()))

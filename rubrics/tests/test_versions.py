@@ -335,3 +335,49 @@ def test_version_refused_for_dropped_questions_open_rounds_and_earlier_stages(
     annotation_services.question_drop(user=root, question_id=other.pk, reason="no sound rubric")
     with pytest.raises(Conflict, match="dropped"):
         services.rubric_version_create(question=other, meta_document=meta, stage=Stage.IMPORTED)
+
+
+def test_move_by_direction_goes_past_the_neighbour_of_its_tier(dave, draft):
+    """The neighbour of a move is the next live check of the same tier, found by the service:
+    checks of other tiers and deleted ones in between are passed over."""
+    rows = live(draft)
+    tier = rows[0].tier
+    same = [r for r in rows if r.tier == tier]
+    assert len(same) >= 2
+    first, second = same[0], same[1]
+    moved = services.check_move(
+        user=dave, version_id=draft.pk, check_pk=first.pk, direction="down", revision=0
+    )
+    assert moved.revision == 1  # the draft's revision after the edit
+    order = [r.pk for r in live(draft) if r.tier == tier]
+    assert order.index(first.pk) == order.index(second.pk) + 1
+    # the first of its tier going up stays where it is (and still counts as an edit)
+    top = [r for r in live(draft) if r.tier == tier][0]
+    moved = services.check_move(
+        user=dave, version_id=draft.pk, check_pk=top.pk, direction="up", revision=1
+    )
+    assert moved.revision == 2
+    assert [r.pk for r in live(draft) if r.tier == tier][0] == top.pk
+
+
+def test_move_refuses_an_unknown_direction(dave, draft):
+    rows = live(draft)
+    with pytest.raises(services.InvalidInput) as info:
+        services.check_move(
+            user=dave, version_id=draft.pk, check_pk=rows[0].pk, direction="sideways", revision=0
+        )
+    assert info.value.field == "direction"
+    draft.refresh_from_db()
+    assert draft.revision == 0  # nothing written
+
+
+def test_every_edit_returns_the_new_revision(dave, draft):
+    rows = live(draft)
+    edited = services.check_edit_text(
+        user=dave, version_id=draft.pk, check_pk=rows[0].pk, text="Edited.", revision=0
+    )
+    assert edited.revision == 1
+    added = services.check_add(
+        user=dave, version_id=draft.pk, text="Added.", tier="context", revision=1
+    )
+    assert added.revision == 2

@@ -17,38 +17,61 @@
     return document.querySelector("[data-shortcuts]");
   }
 
+  // The panel's decision form (the undo and skip forms sit beside it).
+  function mainForm(root) {
+    return root.querySelector("#review-form, #adjudicate-form") || root.querySelector("form");
+  }
+
   function typing(target) {
     return target && (target.tagName === "TEXTAREA" ||
       (target.tagName === "INPUT" && !["radio", "checkbox", "hidden"].includes(target.type)));
   }
 
-  function showRevision(form, show) {
+  // focus: false on the adjudication page when revisions are on offer, so that 1 and 2 pick one
+  // instead of being typed into the box.
+  function showRevision(form, show, focus) {
     const box = form.querySelector("[data-revision-box]");
     if (!box) return;
     const area = box.querySelector("textarea");
     box.hidden = !show;
     // A disabled box is not sent: accept and discard must not carry the prefilled text.
     area.disabled = !show;
-    if (show) {
-      area.focus();
-      area.setSelectionRange(area.value.length, area.value.length);
-    }
+    if (show && focus !== false) focusArea(area);
   }
 
-  function choose(form, value) {
+  function focusArea(area) {
+    area.focus();
+    area.setSelectionRange(area.value.length, area.value.length);
+  }
+
+  function choose(form, value, focus) {
     const radio = form.querySelector('input[name="decision"][value="' + value + '"]');
     if (!radio) return false;
     radio.checked = true;
-    showRevision(form, value === "revise");
+    showRevision(form, value === "revise", focus);
     return true;
   }
 
   function submit(form) {
+    // Enter pressed again while the first submission is on its way: the form is already sent.
+    if (form.classList.contains("htmx-request")) return;
     if (!form.querySelector('input[name="decision"]:checked')) {
       flash(form, "Choose a decision first: a, r or d.");
       return;
     }
     send(form);
+  }
+
+  // Buttons, selects and links do what they do natively on Enter and Space: no page shortcut
+  // takes those keys from them.
+  function pressable(target) {
+    return target && (target.tagName === "BUTTON" || target.tagName === "SELECT" ||
+      target.tagName === "A" || target.tagName === "SUMMARY");
+  }
+
+  function singleKeysOff() {
+    const root = panel();
+    return Boolean(root && root.dataset.singleKeys === "off");
   }
 
   function flash(form, text) {
@@ -85,20 +108,29 @@
     focusedCheck = check.dataset.check;
   }
 
+  // A button, select or field keeps every key: Enter and Space press a button, arrows change a
+  // select, letters are typed. Only Esc (leave) and Enter in a textarea (save) are the page's.
+  function ownKeys(target) {
+    return target && ["BUTTON", "SELECT", "INPUT", "TEXTAREA", "A", "SUMMARY"]
+      .includes(target.tagName);
+  }
+
   function workspaceKey(event) {
     const key = event.key;
     const target = event.target;
-    if (typing(target)) {
+    if (ownKeys(target)) {
       const form = target.form;
       if (key === "Escape") {
         if (form && form.classList.contains("edit-text")) form.hidden = true;
-        focusCheck(target.closest("li.check"));
+        if (target.closest("li.check")) focusCheck(target.closest("li.check"));
+        else target.blur();
       } else if (key === "Enter" && !event.shiftKey && target.tagName === "TEXTAREA" && form) {
         event.preventDefault();
         send(form);
       }
       return;
     }
+    if (key.length === 1 && singleKeysOff()) return;
     const list = checks();
     const check = currentCheck();
     const index = check ? list.indexOf(check) : -1;
@@ -108,6 +140,12 @@
     } else if (key === "k" || key === "ArrowUp") {
       event.preventDefault();
       focusCheck(list[Math.max(index - 1, 0)]);
+    } else if (key === "c") {
+      const complete = document.querySelector("#checklist [data-testid=complete]");
+      if (complete) {
+        event.preventDefault();
+        complete.click(); // htmx asks for the confirmation first
+      }
     } else if (key === "a") {
       event.preventDefault();
       const add = document.getElementById("add-check");
@@ -157,18 +195,52 @@
     if (check && !saving) focusedCheck = check.dataset.check;
   });
 
-  document.addEventListener("htmx:beforeRequest", function () {
-    if (document.getElementById("checklist")) saving = true;
+  // Where the focus goes when the check it was on leaves the list (deleted): the next check,
+  // else the previous one. An added check takes the focus itself.
+  let fallbackCheck = null;
+  let adding = false;
+
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (!document.getElementById("checklist")) return;
+    saving = true;
+    const elt = event.detail.elt;
+    adding = Boolean(elt && elt.id === "add-check");
+    fallbackCheck = null;
+    const check = elt && elt.closest && elt.closest("li.check");
+    if (check && elt.classList.contains("delete")) {
+      const list = checks();
+      const index = list.indexOf(check);
+      const neighbour = list[index + 1] || list[index - 1];
+      fallbackCheck = neighbour ? neighbour.dataset.check : null;
+    }
   });
 
   function restoreFocus() {
     // Someone typing elsewhere (the add form, a reason) keeps their place: only a focus that
     // the swap took away comes back.
     if (typing(document.activeElement) && document.activeElement.isConnected) return;
-    const again = checks().find((c) => c.dataset.check === focusedCheck);
+    let again = checks().find((c) => c.dataset.check === focusedCheck);
+    if (!again && fallbackCheck) {
+      again = checks().find((c) => c.dataset.check === fallbackCheck);
+    }
     if (again) focusCheck(again);
   }
 
+  // After a save, the check is new HTML (and a refused save redraws the whole checklist): give
+  // the focus back to the same check once htmx has settled it (htmx moves the focus itself
+  // while swapping).
+  // htmx:load fires on the new content itself, attached to the page (the swap events of an
+  // outerHTML swap fire on the element that was replaced, which no longer reaches document).
+  document.addEventListener("htmx:load", function (event) {
+    const target = event.target;
+    if (!(target.closest && target.closest("#checklist"))) return;
+    const added = target.matches("li.check") ? target : target.querySelector("li.check");
+    if (adding && added) {
+      focusedCheck = added.dataset.check;
+      adding = false;
+    }
+    restoreFocus();
+  });
   // An edit is answered with only what changed, so most forms on the page still hold the
   // revision they were drawn with: every save sends the page's current one (swapped in out of
   // band with each answer), which is what the page shows.
@@ -180,25 +252,14 @@
     }
   });
 
-  // After a save, the check is new HTML (and a refused save redraws the whole checklist): give
-  // the focus back to the same check once htmx has settled it (htmx moves the focus itself
-  // while swapping).
-  // htmx:load fires on the new content itself, attached to the page (the swap events of an
-  // outerHTML swap fire on the element that was replaced, which no longer reaches document).
-  document.addEventListener("htmx:load", function (event) {
-    if (event.target.closest && event.target.closest("#checklist")) restoreFocus();
-  });
+  // Once the answer is settled, the focus moves are the person's own again.
   document.addEventListener("htmx:afterSettle", function () {
-    if (document.getElementById("checklist")) restoreFocus();
+    if (!document.getElementById("checklist")) return;
+    restoreFocus();
+    saving = false;
   });
-  document.addEventListener("htmx:afterRequest", function () {
-    if (!saving) return;
-    // Once the swap and the settle that follow this request are done (htmx settles after
-    // 20 ms): the same check again, and focus moves count as the person's own from then on.
-    setTimeout(function () {
-      if (document.activeElement === document.body) restoreFocus();
-      saving = false;
-    }, 60);
+  document.addEventListener("htmx:afterRequest", function (event) {
+    if (!event.detail.successful) saving = false; // nothing will settle
   });
 
   document.addEventListener("click", function (event) {
@@ -231,7 +292,7 @@
       workspaceKey(event);
       return;
     }
-    const form = root.querySelector("form");
+    const form = mainForm(root);
     const key = event.key;
     if (typing(event.target)) {
       if (event.target.tagName === "TEXTAREA" && key === "Enter" && !event.shiftKey && form) {
@@ -242,6 +303,9 @@
       }
       return;
     }
+    if (pressable(event.target) && (key === "Enter" || key === " ")) return;
+    // WCAG 2.1.4: with single-key shortcuts off, a printable key is only a key.
+    if (key.length === 1 && singleKeysOff()) return;
     if (key === "?") {
       event.preventDefault();
       if (dialog) dialog.showModal();
@@ -251,13 +315,32 @@
       toggleZoom(root.querySelector("img[data-zoom]"));
       return;
     }
+    const action = root.querySelector('[data-action-key="' + key + '"]');
+    if (action && (key === "u" || key === "s")) {
+      event.preventDefault();
+      if (!action.disabled && !action.form.classList.contains("htmx-request")) {
+        send(action.form);
+      }
+      return;
+    }
     if (!form) return;
+    const picks = form.querySelector("[data-use-revision]");
     if (key === "a" || key === "d") {
       event.preventDefault();
       choose(form, key === "a" ? "accept" : "discard");
     } else if (key === "r") {
       event.preventDefault();
+      // With annotators' revisions on offer, 1 and 2 pick one next: the box waits for e.
+      choose(form, "revise", !picks);
+    } else if (key === "e" && root.dataset.shortcuts === "adjudicate") {
+      event.preventDefault();
       choose(form, "revise");
+    } else if (key === "c") {
+      const comment = form.querySelector('input[name="comment"]');
+      if (comment) {
+        event.preventDefault();
+        comment.focus();
+      }
     } else if (key === "Enter") {
       event.preventDefault();
       submit(form);
@@ -284,7 +367,8 @@
     const use = event.target.closest("[data-use-revision]");
     if (use) {
       const form = use.closest("form");
-      choose(form, "revise");
+      // Not focused: the next key (Enter, or the other annotator's number) stays a key.
+      choose(form, "revise", false);
       form.querySelector('textarea[name="revised_text"]').value = use.dataset.useRevision;
     }
   });
@@ -305,7 +389,8 @@
     const root = panel();
     if (!root) return;
     root.dataset.shownAt = String(Math.floor(Date.now() / 1000));
-    const form = root.querySelector("form");
+    watchLease(root);
+    const form = mainForm(root);
     const box = form && form.querySelector("[data-revision-box]");
     if (box) {
       const checked = form.querySelector('input[name="decision"]:checked');
@@ -315,9 +400,177 @@
     }
   }
   document.addEventListener("htmx:load", function (event) {
-    if (event.target.matches && event.target.matches("[data-shortcuts]")) prepare();
+    if (event.target.matches && event.target.matches("[data-shortcuts]")) {
+      prepare();
+      announce(event.target.dataset.announce);
+    }
   });
+
+  // The live region sits outside the swapped panel: a region that is itself replaced is never
+  // read out. Emptied first so that the same words twice are announced twice.
+  function announce(text) {
+    const region = document.getElementById("announcer");
+    if (!region || !text) return;
+    region.textContent = "";
+    window.setTimeout(function () { region.textContent = text; }, 50);
+  }
+
+  // The claim's lease: a warning two minutes before it ends, and what it means once it has.
+  let leaseTimers = [];
+  function watchLease(root) {
+    leaseTimers.forEach(function (timer) { window.clearTimeout(timer); });
+    leaseTimers = [];
+    const left = parseInt(root.dataset.leaseLeft || "", 10);
+    const note = root.querySelector("[data-lease-warning]");
+    if (isNaN(left) || !note) return;
+    const ends = new Date(Date.now() + left * 1000);
+    const at = ends.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"});
+    function warn() {
+      note.hidden = false;
+      note.className = "lease-warning";
+      note.textContent = "Your hold on this candidate ends at " + at + ". Submit before " +
+        "then, or it goes back to the pool (reload the page to hold it again).";
+    }
+    function expire() {
+      note.hidden = false;
+      note.className = "lease-warning expired";
+      note.textContent = "Your hold on this candidate ended at " + at + ": another " +
+        "annotator may have taken it. You can still submit; if its review slots are gone, " +
+        "you will be told, and shown the next candidate.";
+    }
+    const warnAt = Math.max(0, left - 120) * 1000;
+    leaseTimers.push(window.setTimeout(warn, warnAt));
+    leaseTimers.push(window.setTimeout(expire, left * 1000));
+  }
   document.addEventListener("DOMContentLoaded", prepare);
+
+  // --- requests that fail: said in place, with what to do; the keys keep working -----------
+  // The token is read from the cookie at each request: after logging in again in another tab
+  // the page's own copy is stale, and a retry must carry the new one.
+  function csrfCookie() {
+    const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+    return match ? decodeURIComponent(match[1]) : null;
+  }
+  document.addEventListener("htmx:configRequest", function (event) {
+    const token = csrfCookie();
+    if (!token) return;
+    event.detail.headers["X-CSRFToken"] = token;
+    // Django reads the form's own field before the header: it must be the fresh one too.
+    if (event.detail.parameters.csrfmiddlewaretoken !== undefined) {
+      event.detail.parameters.csrfmiddlewaretoken = token;
+    }
+  });
+  document.addEventListener("submit", function (event) {
+    event.target._gamutSubmitter = event.submitter || null;
+  }, true);
+
+  function problemBox(elt) {
+    const form = elt.closest ? (elt.closest("form") || elt) : null;
+    if (!form || !form.isConnected) return null;
+    let box = form.previousElementSibling;
+    if (!box || !box.classList.contains("request-error")) {
+      box = document.createElement("div");
+      box.className = "request-error";
+      box.setAttribute("role", "alert");
+      box.setAttribute("data-testid", "request-error");
+      form.parentNode.insertBefore(box, form);
+    }
+    box._gamutForm = form;
+    return box;
+  }
+
+  function showProblem(elt, text, session) {
+    const box = problemBox(elt);
+    if (!box) return;
+    box.textContent = "";
+    const p = document.createElement("p");
+    p.textContent = text;
+    box.appendChild(p);
+    if (session) {
+      const link = document.createElement("a");
+      link.href = "/login/";
+      link.target = "_blank";
+      link.rel = "noopener";
+      link.textContent = "Log in again in a new tab";
+      box.appendChild(link);
+      box.appendChild(document.createTextNode(" "));
+    }
+    const retry = document.createElement("button");
+    retry.type = "button";
+    retry.className = "small primary";
+    retry.dataset.retry = "";
+    retry.textContent = "Retry";
+    box.appendChild(retry);
+  }
+
+  function clearProblem(elt) {
+    const form = elt && elt.closest ? (elt.closest("form") || elt) : null;
+    const box = form && form.previousElementSibling;
+    if (box && box.classList.contains("request-error")) box.remove();
+  }
+
+  // The element that sent the request (for the swap events, detail.elt is the target).
+  function sender(event) {
+    const config = event.detail.requestConfig;
+    return (config && config.elt) || event.detail.elt;
+  }
+
+  const KEPT = " What you typed is kept on this page.";
+  function describe(status, body) {
+    if (status === 0) {
+      return "The connection failed: the server could not be reached, so nothing was saved." +
+        " Check the network, then press Retry." + KEPT;
+    }
+    if (status === 403 && /CSRF/i.test(body || "")) {
+      return "Your session has expired (the server refused the form's security token), so " +
+        "nothing was saved. Log in again in another tab, then press Retry here." + KEPT;
+    }
+    if (status === 403) {
+      return "The server refused this (403 Forbidden): you may have been logged out or lost " +
+        "the role. Log in again in another tab, then press Retry." + KEPT;
+    }
+    if (status >= 500) {
+      return "The server failed (error " + status + "), so this was not saved. Press Retry; " +
+        "if it fails again, tell an admin." + KEPT;
+    }
+    return "The server answered " + status + ", so this was not saved. Press Retry, or " +
+      "reload the page." + KEPT;
+  }
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    const xhr = event.detail.xhr;
+    // An expired session answers a redirect to the login page, which the browser follows:
+    // never swap the login form into the page.
+    if (xhr && xhr.responseURL && new URL(xhr.responseURL).pathname === "/login/" &&
+        !/\/login\/$/.test(event.detail.requestConfig.path || "")) {
+      event.detail.shouldSwap = false;
+      event.detail.isError = false;
+      showProblem(sender(event), "Your session has ended, so nothing was saved. Log in " +
+        "again in another tab, then press Retry here." + KEPT, true);
+    } else if (event.detail.shouldSwap) {
+      clearProblem(sender(event));
+    }
+  });
+  document.addEventListener("htmx:responseError", function (event) {
+    const xhr = event.detail.xhr;
+    showProblem(sender(event), describe(xhr.status, xhr.responseText), xhr.status === 403);
+  });
+  document.addEventListener("htmx:sendError", function (event) {
+    showProblem(sender(event), describe(0, ""), false);
+  });
+  document.addEventListener("htmx:timeout", function (event) {
+    showProblem(sender(event), describe(0, ""), false);
+  });
+  document.addEventListener("click", function (event) {
+    const retry = event.target.closest("[data-retry]");
+    if (!retry) return;
+    const box = retry.closest(".request-error");
+    const form = box && box._gamutForm;
+    if (form && form.isConnected) {
+      box.remove();
+      send(form, form._gamutSubmitter || null);
+    }
+  });
 
   // Upload progress on the import page.
   document.addEventListener("htmx:xhr:progress", function (event) {

@@ -1,0 +1,114 @@
+"""The rubric workspace's keys in a real Chromium: Enter and Space press the focused button,
+arrows change a focused select, page shortcuts leave buttons, selects and fields alone, the focus
+goes to the neighbouring check after a delete or an add, and "Complete this round" has a key."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from rubrics import services
+from rubrics.models import RubricVersion, Stage
+from rubrics.tests.conftest import make_question, sample_meta
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def check(page: Page, check_id: str):
+    return page.get_by_test_id(f"check-{check_id}")
+
+
+def open_workspace(log_in) -> Page:
+    services.rubric_version_create(
+        question=make_question(),
+        meta_document=sample_meta(),
+        stage=Stage.LLM_REFINED_1,
+        made_by_model="fake",
+    )
+    page = log_in("dave").page
+    page.goto("/rubrics/")
+    page.get_by_role("button", name="Start the next rubric").click()
+    expect(page.get_by_role("heading", name="Meta-rubric")).to_be_visible()
+    return page
+
+
+def wait_for(page: Page, condition, timeout_ms: int = 5000) -> None:
+    """Playwright reports dialogs as events, let in while it talks to the browser: poll for the
+    one expected."""
+    for _ in range(timeout_ms // 20):
+        if condition():
+            return
+        page.wait_for_timeout(20)
+
+
+def edit_forms_open(page: Page) -> int:
+    return page.locator("#checklist form.edit-text:not([hidden])").count()
+
+
+def test_buttons_and_selects_keep_their_keys(dave, log_in):
+    page = open_workspace(log_in)
+    dialogs: list[str] = []
+
+    def dismiss(dialog):
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
+
+    # Enter on "Complete this round": its confirmation, not the editor of the last check
+    check(page, "I1").focus()
+    complete = page.get_by_test_id("complete")
+    complete.focus()
+    page.keyboard.press("Enter")
+    wait_for(page, lambda: dialogs)
+    assert edit_forms_open(page) == 0
+    expect(complete).to_be_focused()
+
+    # Space on a tier button re-tiers that check
+    check(page, "I1").focus()  # its buttons show while the check has the focus
+    button = check(page, "I1").get_by_role("button", name="3 Context")
+    button.focus()
+    page.keyboard.press(" ")
+    expect(page.get_by_test_id("count-context")).to_have_text("3")
+    assert edit_forms_open(page) == 0
+
+    # j on a button is no shortcut: the focus stays on the button
+    check(page, "I3.opt2").focus()
+    move = check(page, "I3.opt2").locator("[data-move=up]")
+    move.focus()
+    page.keyboard.press("j")
+    expect(move).to_be_focused()
+
+    # arrows on a select change the select, not the focused check
+    tier = page.locator("#add-check select[name=tier]")
+    tier.focus()
+    page.keyboard.press("ArrowDown")
+    expect(tier).to_have_value("valuable")
+    expect(tier).to_be_focused()
+
+    # Enter on Add adds (with text typed), and the focus goes to the new check
+    page.locator("#add-check textarea[name=text]").fill("The response mentions the wine.")
+    add = page.locator("#add-check").get_by_role("button", name="Add")
+    add.focus()
+    page.keyboard.press("Enter")
+    expect(check(page, "H1")).to_be_visible()
+    expect(check(page, "H1")).to_be_focused()
+    assert edit_forms_open(page) == 0
+
+    # after a delete, the neighbouring check has the focus, not the page
+    ids = page.locator("#checklist li.check").evaluate_all(
+        "(items) => items.map((li) => li.dataset.check)"
+    )
+    victim = ids[1]
+    check(page, victim).focus()
+    page.keyboard.press("x")
+    page.keyboard.type("a duplicate")
+    page.keyboard.press("Enter")
+    expect(check(page, victim)).to_have_count(0)
+    expect(check(page, ids[2])).to_be_focused()
+
+    # "Complete this round" has a key: c asks for the confirmation
+    page.keyboard.press("c")
+    wait_for(page, lambda: len(dialogs) == 2)
+    assert len(dialogs) == 2 and all("Complete this round?" in m for m in dialogs), dialogs
+    assert RubricVersion.objects.get(stage=Stage.HUMAN_1).frozen_at is None
