@@ -102,6 +102,9 @@ def _error(exc: services.ReviewError) -> Response:
     body = {"detail": exc.message}
     if exc.field:
         body["field"] = exc.field
+        # The pages say the field in words; a program reads its name at the start of detail.
+        if exc.field not in exc.message:
+            body["detail"] = f"{exc.field}: {exc.message}"
     return Response(body, status=exc.status)
 
 

@@ -15,6 +15,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.db.models import Count, Exists, OuterRef, Subquery
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -38,6 +39,7 @@ from .models import (
     Image,
     ImageStatus,
     ImportBatch,
+    Popularity,
     Review,
     image_status,
 )
@@ -378,7 +380,7 @@ def pipeline(request: HttpRequest) -> HttpResponse:
             "counts": counts,
             "waits": _pipeline_waits(counts),
             "awaiting": awaiting,
-            "recent": AuditEvent.objects.select_related("actor").order_by("-id")[:20],
+            "recent": AuditEvent.objects.select_related("actor", "image").order_by("-id")[:20],
         },
     )
 
@@ -395,6 +397,63 @@ def agreement(request: HttpRequest) -> HttpResponse:
         pair.bar = round(50 * abs(pair.kappa)) if pair.kappa is not None else 0
         pair.negative = pair.kappa is not None and pair.kappa < 0
     return render(request, "annotation/agreement.html", {"report": report})
+
+
+IMAGES_PER_PAGE = 50
+
+
+@login_required
+def image_list(request: HttpRequest) -> HttpResponse:
+    """Every image, searchable by source id, entity or wording, filtered by domain, popularity,
+    state and the state of a candidate; each row leads to the image's page."""
+    _require(access.is_admin, request, "admins")
+    params = request.GET
+    filters = {
+        name: params.get(name, "").strip()
+        for name in ("q", "domain", "popularity", "state", "candidates")
+    }
+    problems = []
+    images = Image.objects.with_counts().select_related("question").search(filters["q"])
+    if filters["domain"]:
+        images = images.filter(domain=filters["domain"])
+    for name, choices in (
+        ("popularity", Popularity),
+        ("state", ImageStatus),
+        ("candidates", CandidateStatus),
+    ):
+        if filters[name] and filters[name] not in choices.values:
+            problems.append(f"{name}: {filters[name]!r} is not one of {', '.join(choices.values)}.")
+            filters[name] = ""
+    if filters["popularity"]:
+        images = images.filter(popularity=filters["popularity"])
+    if filters["state"]:
+        images = images.in_state(filters["state"])
+    if filters["candidates"]:
+        images = images.filter(
+            Exists(Candidate.objects.filter(image=OuterRef("pk"), status=filters["candidates"]))
+        )
+    page = Paginator(images.order_by("source_id"), IMAGES_PER_PAGE).get_page(params.get("page"))
+    for image in page.object_list:
+        image.state = image_status(
+            n_pending=image.n_pending, n_accepted=image.n_accepted, has_question=image.has_question
+        )
+    query = params.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "annotation/images.html",
+        {
+            "page": page,
+            "filters": filters,
+            "problems": problems,
+            "query": query.urlencode(),
+            "domains": Image.objects.order_by("domain").values_list("domain", flat=True).distinct(),
+            "popularities": Popularity.choices,
+            "states": ImageStatus.choices,
+            "candidate_states": CandidateStatus.choices,
+        },
+        status=400 if problems else 200,
+    )
 
 
 @login_required

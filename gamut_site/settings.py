@@ -93,6 +93,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # After HtmxMiddleware, so that it leaves the 405s of htmx requests to htmx.
+    "annotation.errors.MethodNotAllowedPage",
 ]
 
 ROOT_URLCONF = "gamut_site.urls"

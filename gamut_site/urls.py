@@ -14,6 +14,11 @@ from llm import views as llm_views
 from rubrics import api as rubrics_api
 from rubrics import views as rubric_views
 
+# Error pages with the menu, the view's own message and a way on (annotation/errors.py).
+handler403 = "annotation.errors.forbidden"
+handler404 = "annotation.errors.not_found"
+handler500 = "annotation.errors.server_error"
+
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", views.RateLimitedLoginView.as_view(), name="login"),
@@ -25,6 +30,7 @@ urlpatterns = [
     path("pipeline/", views.pipeline, name="pipeline"),
     path("agreement/", views.agreement, name="agreement"),
     path("import/", views.import_page, name="import"),
+    path("images/", views.image_list, name="images"),
     path("images/<str:source_id>/", views.image_page, name="image"),
     path("images/<str:source_id>/photo", views.image_file, name="image_file"),
     path("questions/<int:question_id>/correct/", views.question_correct, name="question_correct"),

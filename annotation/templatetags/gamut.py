@@ -26,3 +26,19 @@ def num(value, digits: int = 2) -> str:
 @register.filter
 def get(mapping: dict, key):
     return mapping.get(key, key)
+
+
+@register.filter
+def words(value) -> str:
+    """A stored key in words (`partially_meets` -> "partially meets")."""
+    from annotation.labels import words as in_words
+
+    return in_words(value)
+
+
+@register.filter
+def event_words(event) -> str:
+    """An audit event as a sentence."""
+    from annotation.labels import describe_event
+
+    return describe_event(event)

@@ -14,6 +14,8 @@ from django import template
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from annotation.labels import words
+
 register = template.Library()
 
 TIERS = (
@@ -25,7 +27,7 @@ TIERS = (
 
 def _provenance(check: Any, origin_labels: dict[str, str]) -> str:
     if check.origin == "compiled":
-        return f"{escape(check.rule)} of {escape(check.source)}"
+        return f"<code>{escape(check.rule)}</code> of {escape(check.source)}"
     label = escape(origin_labels.get(check.origin, check.origin))
     return f"{label} · {escape(check.source)}" if check.source else label
 
@@ -102,11 +104,11 @@ def check_item(context: template.Context, check: Any) -> SafeString:
         )
     return mark_safe(  # noqa: S308 (every value above is escaped)
         f"""{head}
-          <div class="check-head"><code>{escape(check.check_id)}</code> <span class="badge">{escape(check.kind)}</span>{secondary}
+          <div class="check-head"><code>{escape(check.check_id)}</code> <span class="badge">{escape(words(check.kind))}</span>{secondary}
             <span class="provenance">{_provenance(check, context.get("origin_labels") or {})}</span></div>
           <p class="check-text">{escape(check.text)}</p>{forms}
           <div class="evidence-pop" role="note">
             {_evidence(check)}
           </div>
-        </li>"""  # noqa: E501 (markup)
-    )
+        </li>"""
+    )  # noqa: E501 (markup)
