@@ -277,7 +277,19 @@ def import_from_upload(
     try:
         if zip_file is not None:
             _unzip_safely(zip_file, workdir)
-        entries = manifest_parse(text.splitlines(), workdir)
+        try:
+            entries = manifest_parse(text.splitlines(), workdir)
+        except ImportProblems as exc:
+            if zip_file is None and any(" not found" in p for p in exc.problems):
+                # Each line's "image not found" would hide the one cause: no zip at all.
+                raise ImportProblems(
+                    [
+                        "No zip was uploaded, and the manifest names images: choose the zip of "
+                        "the images as well.",
+                        *(p for p in exc.problems if " not found" not in p),
+                    ]
+                ) from exc
+            raise
         return images_import(entries, actor=actor, source=source, file_name=file_name)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -567,6 +567,8 @@ def import_page(request: HttpRequest) -> HttpResponse:
                 context["problems"] = exc.problems
             else:
                 context["result"] = result
+        # htmx gets the result and, out of band, the recent imports with this one in it.
+        context["oob"] = bool(request.htmx)
         template = "annotation/import.html#result" if request.htmx else "annotation/import.html"
         status = 400 if context.get("problems") and not request.htmx else 200
         return render(request, template, context, status=status)
