@@ -7,6 +7,7 @@ posts get post-redirect-get, so every page also works without JavaScript.
 from __future__ import annotations
 
 import difflib
+import statistics
 from collections import Counter
 from datetime import timedelta
 
@@ -16,7 +17,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import Count, Exists, OuterRef, Subquery
+from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -213,6 +214,48 @@ def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
     context = _review_context(request)
     context["notice"] = "Review saved."
     return render(request, "annotation/review.html#panel", context)
+
+
+@login_required
+def my_work(request: HttpRequest) -> HttpResponse:
+    """An annotator's own figures: done today and this week, median seconds, how often the
+    adjudicator took the same decision on the candidates that reached one, the session's bar."""
+    _require(access.is_annotator, request, "annotators")
+    user = request.user
+    now = timezone.localtime()
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    week = today - timedelta(days=today.weekday())  # since Monday
+    mine = Review.objects.filter(annotator=user)
+    figures = mine.aggregate(
+        today=Count("id", filter=Q(created_at__gte=today)),
+        week=Count("id", filter=Q(created_at__gte=week)),
+        total=Count("id"),
+        adjudicated=Count("id", filter=Q(candidate__adjudication__isnull=False)),
+        agreed=Count("id", filter=Q(candidate__adjudication__decision=F("decision"))),
+    )
+    seconds = sorted(
+        mine.filter(created_at__gte=week, seconds__isnull=False).values_list("seconds", flat=True)
+    )
+    waiting = Candidate.objects.reviewable_by(user).count()
+    session = figures["today"] + waiting
+    return render(
+        request,
+        "annotation/me.html",
+        {
+            "figures": figures,
+            "median_seconds": statistics.median(seconds) if seconds else None,
+            "agreement": (
+                figures["agreed"] / figures["adjudicated"] if figures["adjudicated"] else None
+            ),
+            "waiting": waiting,
+            # Today's session: the reviews done against those done plus those still waiting.
+            "session": {
+                "done": figures["today"],
+                "total": session,
+                "percent": round(100 * figures["today"] / session) if session else 0,
+            },
+        },
+    )
 
 
 # --- adjudicators -------------------------------------------------------------------------

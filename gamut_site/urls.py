@@ -25,6 +25,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("review/", views.review_page, name="review"),
     path("review/<int:candidate_id>/", views.review_submit, name="review_submit"),
+    path("me/", views.my_work, name="my_work"),
     path("adjudicate/", views.adjudicate_page, name="adjudicate"),
     path("adjudicate/<int:candidate_id>/", views.adjudicate_submit, name="adjudicate_submit"),
     path("pipeline/", views.pipeline, name="pipeline"),

@@ -31,7 +31,9 @@ def test_error_pages_and_the_images_list_by_keyboard(make_image, alice, bob, roo
     response = page.goto(f"/review/{c.pk}/")
     assert response.status == 405
     expect(page.get_by_role("heading", name="This address is not a page to visit")).to_be_visible()
-    expect(page.get_by_role("navigation", name="Main").get_by_role("link")).to_have_text(["Review"])
+    expect(page.get_by_role("navigation", name="Main").get_by_role("link")).to_have_text(
+        ["Review", "My work"]
+    )
     page.get_by_role("link", name="Go to /review/").click()
     expect(page).to_have_url(re.compile(r"/review/$"))
     expect(page.get_by_role("link", name="Review", exact=True)).to_have_attribute(

@@ -44,7 +44,7 @@ def test_get_on_a_post_only_address_explains_itself(client, alice, make_image):
     assert "This address is not a page to visit" in body
     assert "receives what a page's form sends" in body
     assert 'href="/review/"' in body  # the way on: the review page above it
-    assert menu(body) == ["Review"]
+    assert menu(body) == ["Review", "My work"]
 
 
 def test_the_apis_405_and_htmxs_stay_as_they_were(client, alice, make_image):
@@ -61,7 +61,7 @@ def test_403_says_the_views_own_message_with_the_menu(client, alice):
     assert response.status_code == 403
     body = response.content.decode()
     assert '<p data-testid="error-message">This page is for admins.</p>' in body
-    assert menu(body) == ["Review"]
+    assert menu(body) == ["Review", "My work"]
     assert "Your home page" in body
 
 
@@ -111,7 +111,7 @@ def test_admins_get_review_and_rubrics_where_they_hold_those_roles(client, root)
         root.groups.add(Group.objects.get_or_create(name=name)[0])
     client.force_login(User.objects.get(pk=root.pk))
     after = menu(client.get(reverse("home")).content.decode())
-    assert after[:3] == ["Review", "Rubrics", "Spot checks"]
+    assert after[:4] == ["Review", "My work", "Rubrics", "Spot checks"]
     assert client.get(reverse("review")).status_code == 200
     assert client.get(reverse("rubrics_queue")).status_code == 200
 
@@ -301,6 +301,7 @@ def demo_pages() -> list[str]:
     return [
         "/",
         "/review/",
+        "/me/",
         "/adjudicate/",
         "/pipeline/",
         "/agreement/",
@@ -348,3 +349,54 @@ def test_no_page_shows_a_raw_key_for_any_demo_role(client, capsys):
             raw = sorted(set(RAW_KEY.findall(visible_text(response.content.decode()))))
             assert raw == [], (person.username, url, raw)
     assert seen == {200, 403, 404, 405}
+
+
+# --- an annotator's own page ------------------------------------------------------------------
+
+
+def test_my_work_counts_today_week_median_and_the_adjudicators_agreement(
+    client, alice, bob, carol, make_image, django_assert_num_queries
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    _, (agreed, overturned, old, waiting) = make_image("img-1", ["One?", "Two?", "Three?", "Four?"])
+    services.review_submit(user=alice, candidate_id=agreed.pk, decision="accept", seconds=10)
+    services.review_submit(user=bob, candidate_id=agreed.pk, decision="discard")
+    services.adjudication_resolve(user=carol, candidate_id=agreed.pk, decision="accept")
+    services.review_submit(user=alice, candidate_id=overturned.pk, decision="discard", seconds=40)
+    services.review_submit(user=bob, candidate_id=overturned.pk, decision="accept")
+    services.adjudication_resolve(user=carol, candidate_id=overturned.pk, decision="accept")
+    services.review_submit(
+        user=alice,
+        candidate_id=old.pk,
+        decision="accept",
+        seconds=99,
+        now=timezone.now() - timedelta(days=8),
+    )
+    login(client, alice)
+    # session, user, groups; the figures, the week's seconds, the waiting count
+    with django_assert_num_queries(6):
+        body = client.get(reverse("my_work")).content.decode()
+    assert '<p class="big" data-testid="today">2</p>' in body
+    assert '<p class="big" data-testid="week">2</p>' in body
+    assert "3 in all" in body
+    assert '<p class="big" data-testid="median">25 s</p>' in body  # of 10 and 40
+    assert '<p class="big" data-testid="agreed">50%</p>' in body
+    assert "took your decision on 1 of the 2 candidates" in body
+    assert '<progress value="2" max="3"' in body  # two done today, one (waiting) left
+    assert menu(body)[:2] == ["Review", "My work"]
+    assert current(body) == ["My work"]
+
+
+def test_my_work_is_for_annotators(client, carol, root, mallory):
+    for person in (carol, root, mallory):
+        assert login(client, person).get(reverse("my_work")).status_code == 403
+
+
+def test_the_review_page_shows_the_sessions_bar(client, alice, bob, make_image):
+    _, (first, second) = make_image("img-1", ["One?", "Two?"])
+    services.review_submit(user=alice, candidate_id=first.pk, decision="accept")
+    body = login(client, alice).get(reverse("review")).content.decode()
+    assert re.search(r'<progress class="session" value="1" max="2"', body)
