@@ -55,6 +55,22 @@ def forbidden(request: HttpRequest, exception=None) -> HttpResponse:
     )
 
 
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """A form sent with a stale or missing CSRF token: usually a page left open past a log-out
+    or a new log-in in another tab. Say that, rather than Django's page for developers."""
+    return render(
+        request,
+        "403.html",
+        {
+            "heading": "This form is out of date",
+            "message": "This form was sent from a page that is out of date (you logged out or in "
+            "again since it was opened). Go back, reload the page and send it again.",
+            "way_on": _way_on(request),
+        },
+        status=403,
+    )
+
+
 def not_found(request: HttpRequest, exception=None) -> HttpResponse:
     return render(
         request,

@@ -98,6 +98,7 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "gamut_site.urls"
+CSRF_FAILURE_VIEW = "annotation.errors.csrf_failure"  # a page a person can read, with the menu
 WSGI_APPLICATION = "gamut_site.wsgi.application"
 
 TEMPLATES = [

@@ -336,7 +336,7 @@ def _record(version, row, user, op, before, now) -> None:
 
 def _clean_check_text(text: Any) -> str:
     if not isinstance(text, str) or not text.strip():
-        raise InvalidInput("text is required: a check a judge can read on its own.", "text")
+        raise InvalidInput("The check is empty: write a check a judge can read on its own.", "text")
     text = " ".join(text.split())
     if len(text) > MAX_CHECK_TEXT:
         raise InvalidInput(f"text is longer than {MAX_CHECK_TEXT} characters.", "text")
@@ -411,7 +411,7 @@ def check_delete(
 ) -> RubricCheck:
     now = now or timezone.now()
     if not isinstance(reason, str) or not reason.strip():
-        raise InvalidInput("reason is required: say why this check goes.", "reason")
+        raise InvalidInput("Give a reason: say why this check goes.", "reason")
 
     def apply(row: RubricCheck) -> list[str]:
         if row.deleted_at is not None:

@@ -400,3 +400,18 @@ def test_the_review_page_shows_the_sessions_bar(client, alice, bob, make_image):
     services.review_submit(user=alice, candidate_id=first.pk, decision="accept")
     body = login(client, alice).get(reverse("review")).content.decode()
     assert re.search(r'<progress class="session" value="1" max="2"', body)
+
+
+def test_a_stale_form_gets_a_page_that_says_what_to_do(alice, make_image):
+    from django.test import Client
+
+    _, (c,) = make_image()
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    response = client.post(reverse("review_submit", args=[c.pk]), {"decision": "accept"})
+    assert response.status_code == 403
+    body = response.content.decode()
+    assert "<h1>This form is out of date</h1>" in body
+    assert "This form was sent from a page that is out of date" in body
+    assert 'href="/review/"' in body
+    assert menu(body) == ["Review", "My work"]
