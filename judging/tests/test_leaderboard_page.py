@@ -40,7 +40,7 @@ def page(client, root, **params):
 
 
 def test_pending_responses_are_explained_with_the_launch_and_its_estimate(
-    client, root, llm_judge, respond
+    client, root, llm_judge, respond, django_assert_num_queries
 ):
     judged, revised = make_question("q0"), make_question("q1")
     for question in (judged, revised):
@@ -57,7 +57,13 @@ def test_pending_responses_are_explained_with_the_launch_and_its_estimate(
         rubric=revised.rubric, stage="human_1", meta_rubric={}, frozen_at=timezone.now()
     )
     add_checks(version, ("answer_critical", "valuable", "context", "valuable"))
-    body = page(client, root, judge=llm_judge.name)
+    client.force_login(root)
+    # The page's nine (session, user, judges, scoring settings, the board's four, its LLM
+    # model) and the estimate's five (the responses, their final versions, the versions'
+    # sizes, the judge's counts, the LLM model): a constant, whatever the number of responses.
+    with django_assert_num_queries(14):
+        response = client.get(reverse("leaderboard"), {"judge": llm_judge.name})
+    body = response.content.decode()
     section = re.search(
         r'<section class="card attention" data-testid="rejudge">(.*?)</section>', body, re.S
     ).group(1)
