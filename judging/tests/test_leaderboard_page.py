@@ -58,9 +58,8 @@ def test_pending_responses_are_explained_with_the_launch_and_its_estimate(
     )
     add_checks(version, ("answer_critical", "valuable", "context", "valuable"))
     client.force_login(root)
-    # The page's nine (session, user, judges, scoring settings, the board's four, its LLM
-    # model) and the estimate's five (the responses, their final versions, the versions'
-    # sizes, the judge's counts, the LLM model): a constant, whatever the number of responses.
+    # The page's own queries and the estimate's (judge_scope reads responses, final versions,
+    # their sizes and the judge's counts as sets): a constant, whatever the number of responses.
     with django_assert_num_queries(14):
         response = client.get(reverse("leaderboard"), {"judge": llm_judge.name})
     body = response.content.decode()
