@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from annotation import services
+from tests.test_browser_axe import RUN_AXE, axe_source
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -92,6 +93,8 @@ def test_the_photo_zooms_to_the_screen_pans_and_esc_closes(make_image, alice, lo
     expect(page.locator('#panel input[name="decision"][value="accept"]')).not_to_be_checked()
     page.keyboard.press("0")
     expect(overlay).to_have_attribute("data-scale", "1.00")
+    page.evaluate(axe_source())  # the open photo is a page of its own for axe
+    assert page.evaluate(RUN_AXE) == []
     page.keyboard.press("Escape")
     expect(overlay).to_be_hidden()
     page.keyboard.press("a")  # and the keys work again
