@@ -4,8 +4,9 @@ working") and a 404 or 403 with a bare line and no menu."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseServerError
 from django.shortcuts import render
+from django.template import loader
 from django.urls import Resolver404, resolve
 
 # Messages Django raises on its own, which say nothing to a person.
@@ -84,8 +85,9 @@ def not_found(request: HttpRequest, exception=None) -> HttpResponse:
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    # No menu here: the menu reads the database, which may be what failed.
-    return render(request, "500.html", status=500)
+    # Rendered without the request, so no context processor runs: the menu reads the
+    # database, which may be what failed.
+    return HttpResponseServerError(loader.render_to_string("500.html"))
 
 
 class MethodNotAllowedPage:

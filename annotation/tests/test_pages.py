@@ -90,6 +90,7 @@ def test_500_is_a_page_without_the_database(client, root, monkeypatch):
     body = response.content.decode()
     assert "Something went wrong on our side" in body
     assert "the report failed" not in body  # nothing of the server's internals
+    assert 'aria-label="Main"' not in body  # no menu: it would read the database
 
 
 # --- the menu -------------------------------------------------------------------------------
