@@ -660,7 +660,12 @@ def import_from_upload(
     if problems:
         raise ImportProblems(problems)
     if zip_file is None:
-        raise ImportProblems(["images: a zip of the images the manifest names is required"])
+        raise ImportProblems(
+            [
+                "No zip was uploaded, and the manifest names images: choose the zip of the "
+                "images as well."
+            ]
+        )
     images = ZipImages.open(zip_file)
     try:
         entries = manifest_parse(lines, images)

@@ -48,10 +48,10 @@ class CandidateOrigin(models.TextChoices):
 
 
 class ImageStatus(models.TextChoices):
-    NEEDS_CANDIDATES = "needs_candidates"
-    IN_REVIEW = "in_review"
-    AWAITING_GUARD = "awaiting_guard"  # has accepted candidates, no question yet
-    HAS_QUESTION = "has_question"
+    NEEDS_CANDIDATES = "needs_candidates", "Needs candidates"
+    IN_REVIEW = "in_review", "In review"
+    AWAITING_GUARD = "awaiting_guard", "Awaiting the guard"  # accepted candidates, no question
+    HAS_QUESTION = "has_question", "Has its question"
 
 
 REASON_TAGS = [
@@ -105,6 +105,30 @@ class ImageQuerySet(models.QuerySet):
                 "candidates", filter=Q(candidates__status=CandidateStatus.ACCEPTED)
             ),
             has_question=Exists(FinalQuestion.objects.filter(image=OuterRef("pk"))),
+        )
+
+    def in_state(self, state: str) -> ImageQuerySet:
+        """Images whose derived status (see `image_status`) is `state`, on `with_counts()`."""
+        no_question = Q(has_question=False)
+        return self.filter(
+            {
+                ImageStatus.HAS_QUESTION: Q(has_question=True),
+                ImageStatus.IN_REVIEW: no_question & Q(n_pending__gt=0),
+                ImageStatus.AWAITING_GUARD: no_question & Q(n_pending=0, n_accepted__gt=0),
+                ImageStatus.NEEDS_CANDIDATES: no_question & Q(n_pending=0, n_accepted=0),
+            }[ImageStatus(state)]
+        )
+
+    def search(self, words: str) -> ImageQuerySet:
+        """Images whose source id, entity, question or a candidate's wording holds `words`."""
+        words = words.strip()
+        if not words:
+            return self
+        return self.filter(
+            Q(source_id__icontains=words)
+            | Q(entity__icontains=words)
+            | Exists(FinalQuestion.objects.filter(image=OuterRef("pk"), text__icontains=words))
+            | Exists(Candidate.objects.filter(image=OuterRef("pk"), text__icontains=words))
         )
 
     def needing_candidates(self) -> ImageQuerySet:

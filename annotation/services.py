@@ -117,14 +117,32 @@ def _auto_generate(image_id: int) -> None:
         log.info("auto-generation for image %s: job %s", image_id, job.pk)
 
 
+# Fields in words for messages a person reads; `field` on the error keeps the input's name.
+FIELD_WORDS = {
+    "revised_text": "The revision",
+    "comment": "The comment",
+    "reason": "The reason",
+    "value": "The new value",
+}
+
+
 def _clean_text(value, field: str, *, required: bool, limit: int = MAX_TEXT) -> str:
+    if required and (value is None or (isinstance(value, str) and not value.strip())):
+        what = FIELD_WORDS.get(field, field)
+        raise InvalidInput(
+            f"{what} is empty: write it, or choose another decision."
+            if field == "revised_text"
+            else f"{what} is required.",
+            field,
+        )
     return clean_text(value, field, limit=limit, required=required)
 
 
 def _clean_decision(decision) -> str:
     if decision not in Decision.values:
         raise InvalidInput(
-            f"decision must be one of {', '.join(Decision.values)}, not {decision!r}.", "decision"
+            f"Choose a decision: {', '.join(Decision.values)} (the form sent {decision!r}).",
+            "decision",
         )
     return decision
 
@@ -133,13 +151,15 @@ def _clean_seconds(seconds) -> int | None:
     if seconds is None or seconds == "":
         return None
     if isinstance(seconds, bool):
-        raise InvalidInput("seconds must be a whole number of seconds.", "seconds")
+        raise InvalidInput("The time spent must be a whole number of seconds.", "seconds")
     try:
         value = int(seconds)
     except (TypeError, ValueError) as exc:
-        raise InvalidInput("seconds must be a whole number of seconds.", "seconds") from exc
+        raise InvalidInput("The time spent must be a whole number of seconds.", "seconds") from exc
     if not 0 <= value <= MAX_SECONDS:
-        raise InvalidInput(f"seconds must be between 0 and {MAX_SECONDS}.", "seconds")
+        raise InvalidInput(
+            f"The time spent must be between 0 and {MAX_SECONDS} seconds.", "seconds"
+        )
     return value
 
 
@@ -147,11 +167,11 @@ def _clean_reasons(reasons) -> list[str]:
     if reasons is None:
         return []
     if not isinstance(reasons, list | tuple) or not all(isinstance(r, str) for r in reasons):
-        raise InvalidInput("reasons must be a list of reason tags.", "reasons")
+        raise InvalidInput("The reasons must be a list of reason tags.", "reasons")
     unknown = sorted(set(reasons) - set(REASON_KEYS))
     if unknown:
         raise InvalidInput(
-            f"reasons: unknown tag {unknown[0]!r}; known tags: {', '.join(REASON_KEYS)}.",
+            f"Unknown reason tag {unknown[0]!r}; the tags are {', '.join(REASON_KEYS)}.",
             "reasons",
         )
     return sorted(set(reasons), key=REASON_KEYS.index)
@@ -322,10 +342,10 @@ def review_submit(
     decision = _clean_decision(decision)
     revised = _clean_text(revised_text, "revised_text", required=decision == Decision.REVISE)
     if decision != Decision.REVISE and revised:
-        raise InvalidInput("revised_text is only allowed with the decision revise.", "revised_text")
+        raise InvalidInput("A revised text goes only with the decision revise.", "revised_text")
     if decision == Decision.REVISE and normalize_text(revised) == normalize_text(candidate.text):
         raise InvalidInput(
-            "revised_text is the question unchanged; choose accept instead.", "revised_text"
+            "Your revision is the same as the question; choose accept instead.", "revised_text"
         )
     reasons = _clean_reasons(reasons)
     comment = _clean_text(comment, "comment", required=False, limit=MAX_COMMENT)
@@ -600,7 +620,7 @@ def adjudication_resolve(
     decision = _clean_decision(decision)
     revised = _clean_text(revised_text, "revised_text", required=decision == Decision.REVISE)
     if decision != Decision.REVISE and revised:
-        raise InvalidInput("revised_text is only allowed with the decision revise.", "revised_text")
+        raise InvalidInput("A revised text goes only with the decision revise.", "revised_text")
     if decision == Decision.ACCEPT and not any(r.decision == Decision.ACCEPT for r in reviews):
         raise InvalidInput(
             "accept needs one annotator's acceptance; neither annotator accepted.", "decision"
@@ -711,9 +731,13 @@ def question_correct(
     if not access.is_admin(user):
         raise NotAllowed("Only admins correct questions.")
     if field_name not in (QuestionCorrection.Field.ENTITY, QuestionCorrection.Field.TEXT):
-        raise InvalidInput("field must be entity or text.", "field")
+        raise InvalidInput("Choose what to correct: the entity or the wording.", "field")
     # The entity is a column of 500 characters; a question's text has the review's limit.
     limit = ENTITY_MAX if field_name == QuestionCorrection.Field.ENTITY else MAX_TEXT
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput("The new value is empty.", "value")
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidInput("Give a reason: it is kept in the history.", "reason")
     value = clean_text(value, "value", limit=limit, required=True)
     reason = clean_text(reason, "reason", limit=MAX_COMMENT, required=True)
     question = (
@@ -765,6 +789,8 @@ def question_drop(
     now = now or timezone.now()
     if not access.is_admin(user):
         raise NotAllowed("Only admins drop or restore questions.")
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidInput("Give a reason: it is kept in the history.", "reason")
     reason = clean_text(reason, "reason", limit=MAX_COMMENT, required=True)
     question = FinalQuestion.objects.select_for_update().filter(pk=question_id).first()
     if question is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import statistics
 import uuid
 from collections import Counter
 from datetime import timedelta
@@ -15,7 +16,8 @@ from pathlib import PurePosixPath
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Exists, Max, OuterRef
+from django.core.paginator import Paginator
+from django.db.models import Count, Exists, F, Max, OuterRef, Q
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -42,6 +44,7 @@ from .models import (
     Image,
     ImageStatus,
     ImportBatch,
+    Popularity,
     Preference,
     Review,
     image_status,
@@ -360,6 +363,47 @@ def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
     return render(request, "annotation/review.html#panel", context)
 
 
+@access.role_required(access.ANNOTATOR)
+def my_work(request: HttpRequest) -> HttpResponse:
+    """An annotator's own figures: done today and this week, median seconds, how often the
+    adjudicator took the same decision on the candidates that reached one, the session's bar."""
+    user = request.user
+    now = timezone.localtime()
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    week = today - timedelta(days=today.weekday())  # since Monday
+    mine = Review.objects.filter(annotator=user)
+    figures = mine.aggregate(
+        today=Count("id", filter=Q(created_at__gte=today)),
+        week=Count("id", filter=Q(created_at__gte=week)),
+        total=Count("id"),
+        adjudicated=Count("id", filter=Q(candidate__adjudication__isnull=False)),
+        agreed=Count("id", filter=Q(candidate__adjudication__decision=F("decision"))),
+    )
+    seconds = sorted(
+        mine.filter(created_at__gte=week, seconds__isnull=False).values_list("seconds", flat=True)
+    )
+    waiting = Candidate.objects.reviewable_by(user).count()
+    session = figures["today"] + waiting
+    return render(
+        request,
+        "annotation/me.html",
+        {
+            "figures": figures,
+            "median_seconds": statistics.median(seconds) if seconds else None,
+            "agreement": (
+                figures["agreed"] / figures["adjudicated"] if figures["adjudicated"] else None
+            ),
+            "waiting": waiting,
+            # Today's session: the reviews done against those done plus those still waiting.
+            "session": {
+                "done": figures["today"],
+                "total": session,
+                "percent": round(100 * figures["today"] / session) if session else 0,
+            },
+        },
+    )
+
+
 # --- adjudicators -------------------------------------------------------------------------
 
 
@@ -524,7 +568,7 @@ def pipeline(request: HttpRequest) -> HttpResponse:
             "counts": counts,
             "waits": _pipeline_waits(counts),
             "awaiting": awaiting,
-            "recent": AuditEvent.objects.select_related("actor").order_by("-id")[:20],
+            "recent": AuditEvent.objects.select_related("actor", "image").order_by("-id")[:20],
         },
     )
 
@@ -540,6 +584,62 @@ def agreement(request: HttpRequest) -> HttpResponse:
         pair.bar = round(50 * abs(pair.kappa)) if pair.kappa is not None else 0
         pair.negative = pair.kappa is not None and pair.kappa < 0
     return render(request, "annotation/agreement.html", {"report": report})
+
+
+IMAGES_PER_PAGE = 50
+
+
+@access.role_required(access.ADMIN)
+def image_list(request: HttpRequest) -> HttpResponse:
+    """Every image, searchable by source id, entity or wording, filtered by domain, popularity,
+    state and the state of a candidate; each row leads to the image's page."""
+    params = request.GET
+    filters = {
+        name: params.get(name, "").strip()
+        for name in ("q", "domain", "popularity", "state", "candidates")
+    }
+    problems = []
+    images = Image.objects.with_counts().select_related("question").search(filters["q"])
+    if filters["domain"]:
+        images = images.filter(domain=filters["domain"])
+    for name, choices in (
+        ("popularity", Popularity),
+        ("state", ImageStatus),
+        ("candidates", CandidateStatus),
+    ):
+        if filters[name] and filters[name] not in choices.values:
+            problems.append(f"{name}: {filters[name]!r} is not one of {', '.join(choices.values)}.")
+            filters[name] = ""
+    if filters["popularity"]:
+        images = images.filter(popularity=filters["popularity"])
+    if filters["state"]:
+        images = images.in_state(filters["state"])
+    if filters["candidates"]:
+        images = images.filter(
+            Exists(Candidate.objects.filter(image=OuterRef("pk"), status=filters["candidates"]))
+        )
+    page = Paginator(images.order_by("source_id"), IMAGES_PER_PAGE).get_page(params.get("page"))
+    for image in page.object_list:
+        image.state = image_status(
+            n_pending=image.n_pending, n_accepted=image.n_accepted, has_question=image.has_question
+        )
+    query = params.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "annotation/images.html",
+        {
+            "page": page,
+            "filters": filters,
+            "problems": problems,
+            "query": query.urlencode(),
+            "domains": Image.objects.order_by("domain").values_list("domain", flat=True).distinct(),
+            "popularities": Popularity.choices,
+            "states": ImageStatus.choices,
+            "candidate_states": CandidateStatus.choices,
+        },
+        status=400 if problems else 200,
+    )
 
 
 @access.role_required(access.ADMIN)
@@ -649,6 +749,8 @@ def import_page(request: HttpRequest) -> HttpResponse:
                 context["problem_count"] = len(exc.problems)
             else:
                 context["result"] = result
+        # htmx gets the result and, out of band, the recent imports with this one in it.
+        context["oob"] = bool(request.htmx)
         template = "annotation/import.html#result" if request.htmx else "annotation/import.html"
         status = 400 if context.get("problems") and not request.htmx else 200
         return render(request, template, context, status=status)

@@ -20,6 +20,9 @@ class DomainError(Exception):
         out = {"detail": self.message}
         if self.field:
             out["field"] = self.field
+            # Pages say the field in words; a program reads its name at the start of detail.
+            if self.field not in self.message:
+                out["detail"] = f"{self.field}: {self.message}"
         return out
 
 

@@ -100,6 +100,6 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     the API's JSON error body, as every other refusal there; pages keep Django's 404 page."""
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": "Not found."}, status=404)
-    from django.views.defaults import page_not_found
+    from annotation.errors import not_found as page_not_found  # the site's own 404 page
 
     return page_not_found(request, exception)

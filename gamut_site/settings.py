@@ -102,11 +102,14 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "core.http.DomainErrorMiddleware",
+    # After HtmxMiddleware, so that it leaves the 405s of htmx requests to htmx.
+    "annotation.errors.MethodNotAllowedPage",
     # Last, as axes asks: it turns a locked-out login into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "gamut_site.urls"
+CSRF_FAILURE_VIEW = "annotation.errors.csrf_failure"  # a page a person can read, with the menu
 WSGI_APPLICATION = "gamut_site.wsgi.application"
 
 TEMPLATES = [

@@ -16,6 +16,11 @@ from llm import views as llm_views
 from rubrics import api as rubrics_api
 from rubrics import views as rubric_views
 
+# Error pages with the menu, the view's own message and a way on (annotation/errors.py).
+handler403 = "annotation.errors.forbidden"
+handler404 = "core.http.not_found"
+handler500 = "annotation.errors.server_error"
+
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
@@ -26,6 +31,7 @@ urlpatterns = [
     path("review/undo/", views.review_undo, name="review_undo"),
     path("review/mine/", views.review_mine, name="review_mine"),
     path("preferences/shortcuts/", views.preference_shortcuts, name="preference_shortcuts"),
+    path("me/", views.my_work, name="my_work"),
     path("adjudicate/", views.adjudicate_page, name="adjudicate"),
     path("adjudicate/<int:candidate_id>/", views.adjudicate_submit, name="adjudicate_submit"),
     path("pipeline/", views.pipeline, name="pipeline"),
@@ -33,6 +39,7 @@ urlpatterns = [
     path("diversity/", views_diversity.diversity_page, name="diversity"),
     path("import/", views.import_page, name="import"),
     path("import/crag-mm/", views_crag_mm.import_crag_mm_page, name="import_crag_mm"),
+    path("images/", views.image_list, name="images"),
     path("images/<str:source_id>/", views.image_page, name="image"),
     path("images/<str:source_id>/photo", views.image_file, name="image_file"),
     path("questions/<int:question_id>/correct/", views.question_correct, name="question_correct"),
@@ -191,5 +198,3 @@ urlpatterns = [
     ),
     path("admin/", admin.site.urls),
 ]
-
-handler404 = "core.http.not_found"

@@ -99,5 +99,33 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
             "settings": Setting.choices,
             "board": board,
             "scoring": scoring,
+            "rejudge": _rejudge(judge, setting, board) if board else None,
         },
     )
+
+
+def _rejudge(judge: Judge, setting: str, board) -> dict | None:
+    """After a rubric round the responses wait for verdicts on the new final versions, and the
+    board shows them as pending: say so, and offer the judging job with its estimate here."""
+    pending = sum(row.pending for row in board.rows)
+    if not pending:
+        return None
+    out: dict = {
+        "pending": pending,
+        "estimate": None,
+        "error": "",
+        "can_launch": judge.llm_model_id is not None,
+    }
+    if out["can_launch"]:
+        from llm.jobs import JobError
+
+        from .views_runs import run_estimate  # the judging console's own estimate
+
+        try:
+            out["estimate"] = run_estimate(
+                "judge",
+                {"judge": judge, "models": [], "settings": [setting], "ids": None, "batch": False},
+            )
+        except JobError as exc:
+            out["error"] = str(exc)
+    return out

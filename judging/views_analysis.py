@@ -4,6 +4,8 @@ JSON is the API's (judging/api.py), built once in judging/reports.py."""
 
 from __future__ import annotations
 
+import math
+
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -94,8 +96,13 @@ def judges_page(request: HttpRequest) -> HttpResponse:
         row["bars"] = [(j, _bar(row["scores"][j])) for j in report["judges"]]
     matrix = report["confusion"]
     if matrix:
+        # Each cell shaded in five steps of its count against the largest, as a heatmap.
+        most = max((n for counts in matrix["counts"] for n in counts), default=0) or 1
         matrix["rows"] = [
-            (label, list(zip(LABELS, counts, strict=True)))
+            (
+                label,
+                [(col, n, math.ceil(5 * n / most)) for col, n in zip(LABELS, counts, strict=True)],
+            )
             for label, counts in zip(LABELS, matrix["counts"], strict=True)
         ]
     return render(
@@ -111,6 +118,16 @@ def judges_page(request: HttpRequest) -> HttpResponse:
             "tables": reports.JUDGES_TABLES,
         },
     )
+
+
+# Each verdict's mark in the heatmap, beside its colour, so that it reads without colour too.
+VERDICT_MARKS = (
+    ("meets", "✓"),
+    ("partially_meets", "½"),
+    ("missing", "○"),
+    ("contradicts", "✗"),
+    ("failed", "!"),
+)
 
 
 @access.role_required(access.ADMIN)
@@ -150,10 +167,34 @@ def question_page(request: HttpRequest, source_id: str) -> HttpResponse:
             f"question-{source_id}", reports.QUESTION_COLUMNS, reports.question_table(report)
         )
     checks = {c["check_id"]: c for c in report["checks"]}
+    # The heatmap: one row per check, one column per (response, judge), each cell a verdict.
+    columns = [(r, j) for r in report["responses"] for j in report["judges"]]
+    given = [{e["check_id"]: e["judges"] for e in r["verdicts"]} for r in report["responses"]]
+    heatmap = [
+        (
+            check,
+            [
+                given[i].get(check["check_id"], {}).get(j)
+                for i, _ in enumerate(report["responses"])
+                for j in report["judges"]
+            ],
+        )
+        for check in report["checks"]
+    ]
     for response in report["responses"]:
         response["rows"] = [
             (checks[entry["check_id"]], [(j, entry["judges"].get(j)) for j in report["judges"]])
             for entry in response["verdicts"]
         ]
         response["score_list"] = [(j, response["scores"][j]) for j in report["judges"]]
-    return render(request, "judging/question.html", {"report": report, "question": question})
+    return render(
+        request,
+        "judging/question.html",
+        {
+            "report": report,
+            "question": question,
+            "heatmap": heatmap,
+            "columns": columns,
+            "verdict_marks": VERDICT_MARKS,
+        },
+    )

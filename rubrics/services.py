@@ -340,7 +340,7 @@ def _record(version, row, user, op, before, now) -> None:
 
 def _clean_check_text(text: Any) -> str:
     if not isinstance(text, str) or not text.strip():
-        raise InvalidInput("text is required: a check a judge can read on its own.", "text")
+        raise InvalidInput("The check is empty: write a check a judge can read on its own.", "text")
     return " ".join(clean_text(text, "text", limit=MAX_CHECK_TEXT).split())
 
 
@@ -412,7 +412,7 @@ def check_delete(
 ) -> RubricCheck:
     now = now or timezone.now()
     if not isinstance(reason, str) or not reason.strip():
-        raise InvalidInput("reason is required: say why this check goes.", "reason")
+        raise InvalidInput("Give a reason: say why this check goes.", "reason")
     reason = clean_text(reason, "reason", limit=MAX_REASON)
 
     def apply(row: RubricCheck) -> list[str]:

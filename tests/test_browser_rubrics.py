@@ -74,7 +74,7 @@ def test_revise_a_rubric_with_the_keyboard(dave, log_in, screenshot):
     # Into its new group, in its place there (before the context checks that follow it).
     assert order(page, "context") == ["I2.item1", "I4.step3", "I4.seq_all"]
     assert "I2.item1" not in order(page, "answer_critical")
-    expect(page.get_by_test_id("diff")).to_contain_text("answer_critical → context")
+    expect(page.get_by_test_id("diff")).to_contain_text("answer-critical → context")
 
     expect(check(page, "I2.item1")).to_be_focused()  # the focus follows the moved check
 

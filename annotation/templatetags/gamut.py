@@ -44,3 +44,19 @@ def timeuntil_seconds(moment) -> int:
     from django.utils import timezone
 
     return max(0, int((moment - timezone.now()).total_seconds()))
+
+
+@register.filter
+def words(value) -> str:
+    """A stored key in words (`partially_meets` -> "partially meets")."""
+    from annotation.labels import words as in_words
+
+    return in_words(value)
+
+
+@register.filter
+def event_words(event) -> str:
+    """An audit event as a sentence."""
+    from annotation.labels import describe_event
+
+    return describe_event(event)

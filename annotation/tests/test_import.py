@@ -273,3 +273,35 @@ def test_load_demo_gives_the_result_pages_demo_answers_and_verdicts(capsys):
     count = Verdict.objects.count()
     call_command("load_demo")
     assert Verdict.objects.count() == count
+
+
+def test_browser_import_without_the_zip_says_so(client, root):
+    client.force_login(root)
+    response = client.post(
+        "/import/",
+        {
+            "manifest": manifest_file(line("s1", "s1.png"), line("s2", "s2.png")),
+        },
+    )
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "No zip was uploaded, and the manifest names images" in body
+    assert "not found" not in body
+    assert not Image.objects.exists()
+
+
+def test_htmx_import_refreshes_the_recent_imports(client, root):
+    client.force_login(root)
+    response = client.post(
+        "/import/",
+        {
+            "manifest": manifest_file(line("s1", "s1.png")),
+            "images": zip_of({"s1.png": png_bytes()}),
+        },
+        HTTP_HX_REQUEST="true",
+    )
+    body = response.content.decode()
+    assert 'id="import-result"' in body
+    recent = body[body.index('id="recent-imports"') :]
+    assert 'hx-swap-oob="true"' in recent[:200]
+    assert "1 imported, 0 skipped" in recent

@@ -300,7 +300,7 @@ def test_caps_on_members_and_total(root, settings):
     [
         (b"\xff\xfe{}", zip_bytes({}), "the manifest is not UTF-8 text (byte 0)"),
         (line().encode(), b"PK\x03\x04 not really a zip", "the images file is not a readable zip"),
-        (line().encode(), None, "images: a zip of the images the manifest names is required"),
+        (line().encode(), None, "No zip was uploaded, and the manifest names images"),
         (line().encode(), zip_bytes({"../evil.png": png_bytes()}), "unsafe path '../evil.png'"),
     ],
 )

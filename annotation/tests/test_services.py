@@ -133,7 +133,7 @@ def test_revise_needs_text_and_other_decisions_refuse_it(alice, make_image):
     with pytest.raises(services.InvalidInput) as extra:
         review(alice, c, "accept", "Some text")
     assert extra.value.field == "revised_text"
-    with pytest.raises(services.InvalidInput, match="unchanged"):
+    with pytest.raises(services.InvalidInput, match="Your revision is the same as the question"):
         review(alice, c, "revise", c.text.upper())
     assert not Review.objects.exists()
 

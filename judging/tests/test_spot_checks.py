@@ -117,6 +117,8 @@ def test_grading_page_is_blind_and_keyboard_ready(client, graded_world, root, da
     assert 'data-testid="spot-check"' in page
     assert 'data-key="1"' in page and 'data-key="4"' in page
     assert "judge-a" not in page and "judge-b" not in page and "says" not in page
+    # The answer is read before the verdict is chosen: it comes above the form.
+    assert page.index('data-testid="response"') < page.index('<fieldset class="decisions">')
     spot = SpotCheck.objects.get(claimed_by=dave)
     answer = client.post(reverse("spot_check_grade", args=[spot.pk]), {"decision": "meets"})
     assert answer.status_code == 302

@@ -14,6 +14,7 @@ from django import template
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from annotation.labels import words
 from rubrics.compiler import is_web_url
 
 register = template.Library()
@@ -27,7 +28,7 @@ TIERS = (
 
 def _provenance(check: Any, origin_labels: dict[str, str]) -> str:
     if check.origin == "compiled":
-        return f"{escape(check.rule)} of {escape(check.source)}"
+        return f"<code>{escape(check.rule)}</code> of {escape(check.source)}"
     label = escape(origin_labels.get(check.origin, check.origin))
     return f"{label} · {escape(check.source)}" if check.source else label
 
@@ -107,7 +108,7 @@ def check_item(context: template.Context, check: Any) -> SafeString:
         )
     return mark_safe(  # noqa: S308 (every value above is escaped)
         f"""{head}
-          <div class="check-head"><code>{escape(check.check_id)}</code> <span class="badge">{escape(check.kind)}</span>{secondary}
+          <div class="check-head"><code>{escape(check.check_id)}</code> <span class="badge">{escape(words(check.kind))}</span>{secondary}
             <span class="provenance">{_provenance(check, context.get("origin_labels") or {})}</span></div>
           <p class="check-text">{escape(check.text)}</p>{forms}
           <div class="evidence-pop" role="note">

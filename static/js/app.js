@@ -86,7 +86,105 @@
   }
 
   function toggleZoom(img) {
-    if (img) img.closest("figure").classList.toggle("zoomed");
+    if (img) openZoom(img);
+  }
+
+  // --- the photo, zoomed: fills the screen, wheel or +/- zoom, drag or arrows pan, 0 fits,
+  // Esc (or z, or a click without a drag) closes and gives the focus back -----------------
+  const zoom = { overlay: null, img: null, scale: 1, x: 0, y: 0, back: null, drag: null };
+
+  function zoomApply() {
+    zoom.img.style.transform =
+      "translate(" + zoom.x + "px, " + zoom.y + "px) scale(" + zoom.scale + ")";
+    zoom.overlay.dataset.scale = zoom.scale.toFixed(2);
+  }
+
+  function zoomBy(factor, cx, cy) {
+    const next = Math.min(8, Math.max(1, zoom.scale * factor));
+    // keep the point under the pointer (or the centre) where it is
+    const rect = zoom.overlay.getBoundingClientRect();
+    const px = (cx === undefined ? rect.width / 2 : cx) - rect.width / 2;
+    const py = (cy === undefined ? rect.height / 2 : cy) - rect.height / 2;
+    zoom.x = px - (px - zoom.x) * (next / zoom.scale);
+    zoom.y = py - (py - zoom.y) * (next / zoom.scale);
+    zoom.scale = next;
+    if (next === 1) { zoom.x = 0; zoom.y = 0; }
+    zoomApply();
+  }
+
+  function closeZoom() {
+    if (!zoom.overlay || zoom.overlay.hidden) return;
+    zoom.overlay.hidden = true;
+    if (zoom.back) zoom.back.focus({ preventScroll: true });
+  }
+
+  function openZoom(img) {
+    if (!zoom.overlay) {
+      const overlay = document.createElement("div");
+      overlay.className = "zoom-overlay";
+      overlay.id = "photo-zoom";
+      overlay.setAttribute("role", "dialog");
+      overlay.setAttribute("aria-modal", "true");
+      overlay.setAttribute("aria-label", "The photo, zoomed");
+      overlay.tabIndex = -1;
+      const big = document.createElement("img");
+      big.draggable = false;
+      const hint = document.createElement("p");
+      hint.className = "zoom-hint";
+      hint.textContent = "Wheel or + / − zoom · drag or arrows move · 0 fits · Esc closes";
+      overlay.append(big, hint);
+      document.body.append(overlay);
+      zoom.overlay = overlay;
+      zoom.img = big;
+      overlay.addEventListener("wheel", function (event) {
+        event.preventDefault();
+        zoomBy(event.deltaY < 0 ? 1.25 : 0.8, event.clientX, event.clientY);
+      }, { passive: false });
+      overlay.addEventListener("pointerdown", function (event) {
+        zoom.drag = { x: event.clientX, y: event.clientY, moved: false };
+        overlay.setPointerCapture(event.pointerId);
+      });
+      overlay.addEventListener("pointermove", function (event) {
+        if (!zoom.drag) return;
+        const dx = event.clientX - zoom.drag.x, dy = event.clientY - zoom.drag.y;
+        if (Math.abs(dx) + Math.abs(dy) > 3) zoom.drag.moved = true;
+        if (zoom.drag.moved && zoom.scale > 1) {
+          zoom.x += dx; zoom.y += dy;
+          zoom.drag.x = event.clientX; zoom.drag.y = event.clientY;
+          zoomApply();
+        }
+      });
+      overlay.addEventListener("pointerup", function () {
+        const moved = zoom.drag && zoom.drag.moved;
+        zoom.drag = null;
+        if (!moved) closeZoom();
+      });
+      // Before the page's own shortcuts: while the photo is open its keys are the only ones.
+      document.addEventListener("keydown", function (event) {
+        if (!zoom.overlay || zoom.overlay.hidden) return;
+        const step = 60, key = event.key;
+        const moves = { ArrowLeft: [step, 0], ArrowRight: [-step, 0], ArrowUp: [0, step],
+                        ArrowDown: [0, -step] };
+        if (key === "Escape" || key === "z") closeZoom();
+        else if (key === "+" || key === "=") zoomBy(1.25);
+        else if (key === "-" || key === "_") zoomBy(0.8);
+        else if (key === "0") { zoom.scale = 1; zoom.x = 0; zoom.y = 0; zoomApply(); }
+        else if (moves[key]) { zoom.x += moves[key][0]; zoom.y += moves[key][1]; zoomApply(); }
+        else if (key !== "Tab") {
+          event.stopImmediatePropagation(); // no page shortcut under the photo
+          return;
+        }
+        event.preventDefault();
+        event.stopImmediatePropagation();
+      }, true);
+    }
+    zoom.back = document.activeElement;
+    zoom.img.src = img.currentSrc || img.src;
+    zoom.img.alt = img.alt;
+    zoom.scale = 1; zoom.x = 0; zoom.y = 0;
+    zoomApply();
+    zoom.overlay.hidden = false;
+    zoom.overlay.focus();
   }
 
   // --- the rubric workspace: move between checks, edit, re-tier, delete, move, add ---------
@@ -572,12 +670,34 @@
     }
   });
 
-  // Upload progress on the import page.
-  document.addEventListener("htmx:xhr:progress", function (event) {
+  // Upload progress on the import page: the bytes sent, then (an indeterminate bar) the
+  // server checking and importing; reset when the answer comes, whatever it is.
+  function uploadPhase(text, value) {
     const bar = document.getElementById("upload-progress");
-    if (bar && event.detail.lengthComputable) {
-      bar.hidden = false;
-      bar.value = Math.round((event.detail.loaded / event.detail.total) * 100);
+    const phase = document.getElementById("upload-phase");
+    if (!bar || !phase) return;
+    phase.textContent = text;
+    if (value === null) { bar.hidden = true; bar.value = 0; return; }
+    bar.hidden = false;
+    if (value === undefined) bar.removeAttribute("value");
+    else bar.value = value;
+  }
+  document.addEventListener("htmx:xhr:progress", function (event) {
+    if (!document.getElementById("upload-progress") || !event.detail.lengthComputable) return;
+    const percent = Math.round((event.detail.loaded / event.detail.total) * 100);
+    if (percent < 100) uploadPhase("Uploading… " + percent + "%", percent);
+    else uploadPhase("Uploaded; the server is checking every line and importing…", undefined);
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    if (!event.target.matches || !event.target.matches("#import-form")) return;
+    const xhr = event.detail.xhr;
+    if (event.detail.successful || (xhr && xhr.status === 400)) uploadPhase("", null);
+    else if (xhr && xhr.status) {
+      uploadPhase("The server failed (" + xhr.status + "). Reload the page: Recent imports " +
+                  "shows whether it was imported; if not, try again.", null);
+    } else {
+      uploadPhase("The connection was lost before the answer came. Reload the page: Recent " +
+                  "imports shows whether it was imported.", null);
     }
   });
 })();
