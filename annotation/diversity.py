@@ -170,7 +170,8 @@ def _figures(questions: Sequence[Question], labels: Sequence[int]) -> Figures:
     entropy = None
     normalized = None
     if n:
-        entropy = -sum((s / n) * math.log2(s / n) for s in sizes)
+        # 0.0 - ...: a single template's entropy is 0, not -0.0 (printed "-0.00").
+        entropy = 0.0 - sum((s / n) * math.log2(s / n) for s in sizes)
         normalized = entropy / math.log2(n) if n > 1 else None
     return Figures(
         questions=n,

@@ -91,6 +91,7 @@ def test_analyse_is_deterministic_and_copes_with_nothing_and_one():
     assert empty.overall.templates == 0 and empty.overall.entropy_bits is None
     one = analyse([q("What is this?")])
     assert one.overall.templates == 1 and one.overall.normalized_entropy is None
+    assert f"{one.overall.entropy_bits:.2f}" == "0.00"  # not "-0.00"
 
 
 # --- the page, the API, the command -----------------------------------------------------------
