@@ -173,12 +173,18 @@ def test_the_exported_task_scores_as_the_platform_does(tmp_path, benchmark, monk
 
     fake_judge = get_model("mockllm/model", custom_outputs=grade)
     fake_model = get_model("mockllm/model", custom_outputs=reply)
-    (log,) = inspect_eval(
-        gamut_task(setting="multimodal", judge=fake_judge),
-        model=fake_model,
-        log_dir=str(tmp_path / "logs"),
-        display="none",
-    )
+    # In a thread of its own: inspect_ai runs its own event loop, and an earlier test of the
+    # session (playwright's) may have left one running in this thread.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        (log,) = pool.submit(
+            inspect_eval,
+            gamut_task(setting="multimodal", judge=fake_judge),
+            model=fake_model,
+            log_dir=str(tmp_path / "logs"),
+            display="none",
+        ).result()
     assert log.status == "success", log.error.traceback if log.error else ""
     metrics = log.results.scores[0].metrics
     assert metrics["gamut"].value == pytest.approx(row.gamut)
