@@ -13,11 +13,18 @@ examples=${ST_MAX_EXAMPLES:-15}
 work=$(mktemp -d /tmp/gamut-st.XXXXXX)
 logs=${ST_LOG_DIR:-$work/logs}  # each role's whole report; set ST_LOG_DIR to keep them
 mkdir -p "$logs"
-export GAMUT_VAR_DIR="$work/var" DEBUG=False REDIS_URL="" LOG_LEVEL=WARNING
+# A Redis of its own, as in production: launching a job sends its chunks to the broker.
+redis_port=${ST_REDIS_PORT:-6391}
+export GAMUT_VAR_DIR="$work/var" DEBUG=False REDIS_URL="redis://127.0.0.1:$redis_port/0" \
+  LOG_LEVEL=WARNING
+redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
+  >"$work/redis.log" 2>&1 &
+redis_pid=$!
 
 server_pid=""
 cleanup() {
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
   rm -rf "$work"
 }
 trap cleanup EXIT

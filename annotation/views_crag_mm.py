@@ -103,7 +103,14 @@ def import_crag_mm_page(request: HttpRequest) -> HttpResponse:
             },
         ),
         400: inline_serializer(
-            "CragMmProblems", {"errors": serializers.ListField(child=serializers.CharField())}
+            "CragMmProblems",
+            {
+                "errors": serializers.ListField(
+                    child=serializers.CharField(), required=False, help_text="every problem"
+                ),
+                "detail": serializers.CharField(required=False),
+                "field": serializers.CharField(required=False),
+            },
         ),
         401: ErrorSerializer,
         403: ErrorSerializer,
