@@ -83,41 +83,27 @@ def _schema():
     )
 
 
-# The card's `dataset_info.features`, the Hub's names for the columns above.
-FEATURES = [
-    {"name": "id", "dtype": "string"},
-    {"name": "image", "dtype": "image"},
-    {"name": "entity", "dtype": "string"},
-    {"name": "domain", "dtype": "string"},
-    {"name": "popularity", "dtype": "string"},
-    {"name": "question", "dtype": "string"},
-    {"name": "meta_rubric", "dtype": "string"},
-    {
-        "name": "checks",
-        "list": [
-            {"name": "id", "dtype": "string"},
-            {"name": "kind", "dtype": "string"},
-            {"name": "tier", "dtype": "string"},
-            {"name": "secondary", "dtype": "bool"},
-            {"name": "source", "dtype": "string"},
-            {"name": "origin", "dtype": "string"},
-            {"name": "text", "dtype": "string"},
-            {"name": "threshold", "dtype": "int64"},
-            {"name": "options", "sequence": "string"},
-            {"name": "steps", "sequence": "string"},
-            {
-                "name": "snippets",
-                "list": [
-                    {"name": "id", "dtype": "string"},
-                    {"name": "url", "dtype": "string"},
-                    {"name": "title", "dtype": "string"},
-                    {"name": "text", "dtype": "string"},
-                ],
-            },
-        ],
-    },
-    {"name": "rubric_stage", "dtype": "string"},
-]
+def _feature(field) -> dict[str, Any]:
+    """The Hub's description (the card's `dataset_info.features`) of one Arrow column, derived
+    from the schema so that the two cannot drift apart."""
+    import pyarrow as pa
+
+    kind = field.type
+    if field.name == "image" and pa.types.is_struct(kind):
+        return {"name": field.name, "dtype": "image"}
+    if pa.types.is_list(kind):
+        item = kind.value_type
+        if pa.types.is_struct(item):
+            return {
+                "name": field.name,
+                "list": [_feature(item.field(k)) for k in range(item.num_fields)],
+            }
+        return {"name": field.name, "sequence": str(item)}
+    return {"name": field.name, "dtype": str(kind)}
+
+
+def features() -> list[dict[str, Any]]:
+    return [_feature(field) for field in _schema()]
 
 
 def _row(entry) -> dict[str, Any]:
@@ -213,7 +199,7 @@ def _card(manifest: dict[str, Any]) -> bytes:
             {"config_name": "default", "data_files": [{"split": "test", "path": DATA_FILE}]}
         ],
         "dataset_info": {
-            "features": FEATURES,
+            "features": features(),
             "splits": [{"name": "test", "num_examples": counts["questions"]}],
         },
         "gamut_content_hash": manifest["content_hash"],
