@@ -3,10 +3,11 @@ computation straight from the Verdict rows."""
 
 import random
 
+import numpy as np
 import pytest
 from django.utils import timezone
 
-from judging.leaderboard import bootstrap_interval, leaderboard
+from judging.leaderboard import bootstrap_interval, bootstrap_intervals, leaderboard
 from judging.models import Judge, ResponseTierCount, Verdict
 from judging.services import (
     JudgingError,
@@ -270,3 +271,24 @@ def test_the_migration_gives_old_verdicts_the_key_of_everything_the_judge_saw(ju
     assert Verdict.objects.get(pk=row.pk).key == verdict_key(
         judge=judge, template_version="t1", inputs=inputs
     )
+
+
+def test_bootstrap_of_many_models_resamples_the_same_questions_for_each():
+    """The matrix form draws what the definition draws: the rows of
+    default_rng(seed).integers(0, n, (resamples, n)) over the n questions, and each model's
+    mean over the drawn questions it has a score for; a model scored on every question gets
+    the plain bootstrap of its values; one scored on none gets no interval."""
+    rng = random.Random(7)
+    n = 30
+    scores = np.array([[rng.uniform(-1, 1) for _ in range(n)] for _ in range(3)])
+    scores[1, ::3] = np.nan  # scored on two questions in three
+    scores = np.vstack([scores, np.full(n, np.nan)])
+    got = bootstrap_intervals(scores, resamples=400, seed=11)
+    draws = np.random.default_rng(11).integers(0, n, size=(400, n))
+    for row, interval in zip(scores[:3], got, strict=False):
+        means = np.nanmean(row[draws], axis=1)
+        want = np.percentile(means[~np.isnan(means)], [2.5, 97.5])
+        assert interval == pytest.approx(tuple(want), abs=1e-12)
+    assert got[0] == pytest.approx(bootstrap_interval(scores[0], resamples=400, seed=11))
+    assert got[0] != got[2]  # different values, different intervals
+    assert got[3] == (None, None)
