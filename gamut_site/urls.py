@@ -4,7 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from annotation import api, api_diversity, views, views_crag_mm, views_diversity
+from annotation import api, api_diversity, views, views_crag_mm, views_diversity, views_entities
 from judging import api as judging_api
 from judging import views as judging_views
 from judging import views_analysis as results_views
@@ -30,6 +30,9 @@ urlpatterns = [
     path("review/<int:candidate_id>/skip/", views.review_skip, name="review_skip"),
     path("review/undo/", views.review_undo, name="review_undo"),
     path("review/mine/", views.review_mine, name="review_mine"),
+    path("entities/", views_entities.entity_page, name="entities"),
+    path("entities/<int:image_id>/", views_entities.entity_confirm, name="entity_confirm"),
+    path("entities/<int:image_id>/skip/", views_entities.entity_skip, name="entity_skip"),
     path("preferences/shortcuts/", views.preference_shortcuts, name="preference_shortcuts"),
     path("me/", views.my_work, name="my_work"),
     path("adjudicate/", views.adjudicate_page, name="adjudicate"),
