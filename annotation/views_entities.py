@@ -31,9 +31,11 @@ def _context(request: HttpRequest, *, notice: str = "", error: DomainError | Non
         else None
     )
     result = (proposal.data.get("result") or {}) if proposal is not None else {}
+    # The proposal's reason, while the entity is still the one proposed.
+    same = image is not None and result.get("entity") == image.entity
     return {
         "image": image,
-        "reason": result.get("reason", "") if result.get("entity") == image.entity else "",
+        "reason": result.get("reason", "") if same else "",
         "proposal_job": proposal.data.get("job") if proposal is not None else None,
         "waiting": waiting.count(),
         "skipped": len(skipped),
@@ -45,7 +47,9 @@ def _context(request: HttpRequest, *, notice: str = "", error: DomainError | Non
 
 def _panel(request: HttpRequest, **kwargs) -> HttpResponse:
     status = 400 if kwargs.get("error") is not None else 200
-    return render(request, "annotation/entities.html#panel", _context(request, **kwargs), status)
+    return render(
+        request, "annotation/entities.html#panel", _context(request, **kwargs), status=status
+    )
 
 
 @access.role_required(access.ANNOTATOR)
