@@ -6,7 +6,6 @@ from core import access
 # whose pages hold the current one is marked with aria-current, so a person sees where they are.
 MENU = (
     ("Review", "review", {"review", "review_submit"}, "is_annotator"),
-    ("Entities", "entities", {"entities", "entity_confirm", "entity_skip"}, "is_annotator"),
     ("My work", "my_work", {"my_work"}, "is_annotator"),
     ("Adjudicate", "adjudicate", {"adjudicate", "adjudicate_submit"}, "is_adjudicator"),
     (

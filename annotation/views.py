@@ -145,6 +145,8 @@ def home(request: HttpRequest) -> HttpResponse:
     context: dict = {}
     if access.is_annotator(user):
         context["annotator"] = _progress(user)
+        # Proposed entities come first: their images' candidates wait for them.
+        context["entities_waiting"] = Image.objects.entity_proposed().count()
     if access.is_adjudicator(user):
         context["adjudicator"] = {
             "waiting": Candidate.objects.adjudicable_by(user).count(),

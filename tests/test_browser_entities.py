@@ -45,7 +45,9 @@ def test_y_confirms_c_corrects_with_enter_s_skips(proposals, alice, log_in):
     page = log_in("alice").page
     page.goto("/review/")
     expect(page.get_by_test_id("empty")).to_be_visible()  # their candidates wait
-    page.goto("/entities/")
+    page.goto("/")
+    expect(page.get_by_test_id("home-entities")).to_have_text("3")
+    page.get_by_role("link", name="Confirm entities").click()
     proposed = page.get_by_test_id("proposed-entity")
     expect(proposed).to_have_text("Citroën 2CV")
     expect(page.get_by_test_id("source-query")).to_have_text("what car is this?")
