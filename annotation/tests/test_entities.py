@@ -236,9 +236,13 @@ def test_the_forms_need_csrf_and_a_double_submit_is_answered_not_recorded(crag, 
     assert strict.post(url, {"proposed": image.entity}).status_code == 403
     client = Client()
     client.force_login(alice)
-    first = client.post(url, {"proposed": image.entity, "action": "confirm"}, HTTP_HX_REQUEST="true")
+    first = client.post(
+        url, {"proposed": image.entity, "action": "confirm"}, HTTP_HX_REQUEST="true"
+    )
     assert first.status_code == 200 and "Confirmed: Citroën 2CV." in first.content.decode()
-    again = client.post(url, {"proposed": image.entity, "action": "confirm"}, HTTP_HX_REQUEST="true")
+    again = client.post(
+        url, {"proposed": image.entity, "action": "confirm"}, HTTP_HX_REQUEST="true"
+    )
     assert again.status_code == 200 and "confirmed already" in again.content.decode()
     assert AuditEvent.objects.filter(action="entity.confirm").count() == 1
     # A plain post: post-redirect-get.
@@ -270,3 +274,42 @@ def test_skipping_shows_the_next_image_and_the_history_says_who_confirmed(client
 
     event = AuditEvent.objects.get(image=second, action="entity.confirm")
     assert describe_event(event) == "Proposed entity “Citroën 2CV” confirmed"
+
+
+# --- the API ---------------------------------------------------------------------------------
+
+
+def test_the_api_lists_proposals_and_confirms_once(crag, alice, bob, mallory):
+    from rest_framework.test import APIClient
+
+    image = proposed(crag)
+    AuditEvent.objects.create(
+        action="llm.propose_entity",
+        image=image,
+        data={"job": 3, "item": "s-1", "result": {"entity": "Citroën 2CV", "reason": "Its roof."}},
+    )
+    api = APIClient()
+    api.force_authenticate(mallory)
+    assert api.get(reverse("api_entities")).status_code == 403
+    api.force_authenticate(alice)
+    (listed,) = api.get(reverse("api_entities")).json()
+    assert (listed["source_id"], listed["entity"], listed["reason"]) == (
+        "s-1",
+        "Citroën 2CV",
+        "Its roof.",
+    )
+    assert listed["source_query"] == "what car is this and how old is it?"
+    url = reverse("api_entity_confirm", args=[image.pk])
+    done = api.post(url, {"proposed": "Citroën 2CV"}, format="json")
+    assert done.status_code == 200
+    assert (done.json()["action"], done.json()["by"]) == ("entity.confirm", "alice")
+    api.force_authenticate(bob)
+    again = api.post(url, {"proposed": "Citroën 2CV", "entity": "Renault 4"}, format="json")
+    assert again.status_code == 409 and "confirmed already" in again.json()["detail"]
+    assert api.get(reverse("api_entities")).json() == []
+    assert api.post(reverse("api_entity_confirm", args=[999]), {"proposed": "x"}).status_code == 404
+    other = proposed(crag, "s-2")
+    empty = api.post(
+        reverse("api_entity_confirm", args=[other.pk]), {"proposed": other.entity, "entity": ""}
+    )
+    assert empty.status_code == 400
