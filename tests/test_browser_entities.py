@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from annotation.crag_mm import DATASET
 from annotation.models import AuditEvent, Image, ImportBatch
+from tests.test_browser_axe import RUN_AXE, axe_source
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -53,6 +54,8 @@ def test_y_confirms_c_corrects_with_enter_s_skips(proposals, alice, log_in):
     expect(page.get_by_test_id("source-query")).to_have_text("what car is this?")
     box = page.locator('#panel input[name="entity"]')
     expect(box).to_be_hidden()  # until c
+    page.evaluate(axe_source())
+    assert page.evaluate(RUN_AXE) == []  # no critical or serious accessibility violation
 
     page.keyboard.press("y")
     expect(page.get_by_test_id("notice")).to_have_text("Confirmed: Citroën 2CV.")
