@@ -851,6 +851,8 @@ def image_entity_confirm(
             raise Conflict("This image's entity was confirmed already: here is the next one.")
         raise Conflict("The proposal changed since the page was drawn: here it is again.")
     action = "entity.confirm" if new == image.entity else "entity.correct"
+    # The image may go on to generation now (by itself with LLM_AUTO_GENERATE).
+    _generate_if_left_without_candidates(image_id)
     return AuditEvent.objects.create(
         actor=user,
         action=action,

@@ -203,6 +203,16 @@ def test_candidates_wait_for_the_confirmation_and_so_does_generation(
     assert llm_jobs._generation_images(None).filter(pk=image.pk).count() == 1
 
 
+def test_with_auto_generation_a_confirmed_image_gets_its_generation_job(
+    sent, model, crag, alice, settings
+):
+    settings.LLM_AUTO_GENERATE = True
+    image = proposed(crag)
+    services.image_entity_confirm(user=alice, image_id=image.pk, proposed=image.entity)
+    job = Job.objects.get(kind=llm_jobs.GENERATE)
+    assert list(job.items.values_list("key", flat=True)) == ["s-1"]
+
+
 # --- the page ----------------------------------------------------------------------------------
 
 
