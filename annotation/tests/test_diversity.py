@@ -259,4 +259,4 @@ def test_the_figures_per_guard_prompt_are_measured_on_the_same_templates(
     assert {row["guard_prompt"] for row in api["guard_prompts"]} == set(rows)
     out = io.StringIO()
     call_command("question_diversity", "--scope", "final", stdout=out)
-    assert "chosen by guard v2: 2 question(s), 2 template(s)" in out.getvalue()
+    assert "guard v2: 2 question(s), 2 template(s)" in out.getvalue()

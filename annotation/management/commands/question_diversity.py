@@ -67,9 +67,11 @@ class Command(BaseCommand):
                 f"{row['opening_trigrams']:>10}{_num(row['entropy_bits']):>9}"
                 f"{_num(row['normalized_entropy']):>7}"
             )
+        if report.get("guard_prompts"):
+            write("per guard prompt (which prompt chose the question), on the same templates:")
         for row in report.get("guard_prompts") or []:
             write(
-                f"chosen by {row['guard_prompt']}: {row['questions']} question(s), "
+                f"{row['guard_prompt']}: {row['questions']} question(s), "
                 f"{row['templates']} template(s), top 5 {_pct(row['top5_share'])}, "
                 f"top 20 {_pct(row['top20_share'])}, {row['opening_trigrams']} opening "
                 f"trigrams, entropy {_num(row['entropy_bits'])} "
