@@ -323,3 +323,21 @@ def test_the_api_lists_proposals_and_confirms_once(crag, alice, bob, mallory):
         reverse("api_entity_confirm", args=[other.pk]), {"proposed": other.entity, "entity": ""}
     )
     assert empty.status_code == 400
+
+
+def test_the_pipeline_page_counts_entities_to_propose_and_to_confirm(client, crag, root):
+    from annotation.tests.test_pipeline_waits import waits
+
+    crag("s-1")  # to propose
+    proposed(crag, "s-2")  # to confirm
+    crag("s-3", entity="Vespa")  # confirmed, no candidate: generation's
+    client.force_login(root)
+    html = client.get(reverse("pipeline")).content.decode()
+
+    def count(key: str) -> int:
+        row = html[html.index(f'data-wait="{key}"') :]
+        return int(row.split('class="num">', 1)[1].split("<", 1)[0])
+
+    assert (count("propose_entities"), count("confirm_entities")) == (1, 1)
+    assert waits(client)["generate"] == 1  # the unconfirmed two wait for their entity first
+    assert f"{reverse('jobs')}#launch-propose_entities" in html
