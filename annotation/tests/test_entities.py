@@ -274,7 +274,9 @@ def test_the_forms_need_csrf_and_a_double_submit_is_answered_not_recorded(crag, 
     assert empty.status_code == 400 and 'role="alert"' in empty.content.decode()
 
 
-def test_skipping_shows_the_next_image_and_the_history_says_who_confirmed(client, crag, alice):
+def test_skipping_shows_the_next_image_and_the_history_says_who_confirmed(
+    client, crag, alice, root
+):
     first, second = proposed(crag, "s-1"), proposed(crag, "s-2")
     client.force_login(alice)
     page = client.post(reverse("entity_skip", args=[first.pk]), HTTP_HX_REQUEST="true")
@@ -284,6 +286,13 @@ def test_skipping_shows_the_next_image_and_the_history_says_who_confirmed(client
 
     event = AuditEvent.objects.get(image=second, action="entity.confirm")
     assert describe_event(event) == "Proposed entity “Citroën 2CV” confirmed"
+    # The image's page says where its entity stands, and who confirmed it.
+    client.force_login(root)
+    history = client.get(reverse("image", args=["s-2"])).content.decode()
+    assert "Proposed entity “Citroën 2CV” confirmed" in history and "alice" in history
+    assert 'data-testid="entity-unconfirmed">proposed, not confirmed yet' in (
+        client.get(reverse("image", args=["s-1"])).content.decode()
+    )
 
 
 # --- the API ---------------------------------------------------------------------------------
