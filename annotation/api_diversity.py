@@ -61,6 +61,13 @@ class MethodSerializer(serializers.Serializer):
     domain_tied_share = serializers.FloatField()
 
 
+class GuardPromptFiguresSerializer(FiguresSerializer):
+    guard_prompt = serializers.CharField(
+        help_text='which guard prompt chose the questions: "guard v1", "guard v2", ... or '
+        '"promoted by an admin"'
+    )
+
+
 class DiversitySerializer(serializers.Serializer):
     scope = serializers.ChoiceField(choices=list(SCOPES))
     overall = FiguresSerializer()
@@ -68,6 +75,11 @@ class DiversitySerializer(serializers.Serializer):
     templates = TemplateSerializer(many=True, help_text="the 20 largest")
     size_distribution = SizeSerializer(many=True)
     method = MethodSerializer()
+    guard_prompts = GuardPromptFiguresSerializer(
+        many=True,
+        help_text="final questions: the figures per guard prompt version, on the templates of "
+        "all of them (empty for candidates)",
+    )
 
 
 class DiversityQuerySerializer(serializers.Serializer):

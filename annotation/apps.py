@@ -6,12 +6,12 @@ class AnnotationConfig(AppConfig):
     verbose_name = "Question review"
 
     def ready(self) -> None:
-        # Registers the stage-1 job kinds (generation, guard): web processes launch them and
-        # Celery workers run them, and both start Django through here.
+        # Registers the stage-1 job kinds (entity proposals, generation, guard): web processes
+        # launch them and Celery workers run them, and both start Django through here.
         from django.conf import settings
         from PIL import Image
 
-        from . import llm_jobs  # noqa: F401
+        from . import llm_entities, llm_jobs  # noqa: F401
 
         # Every Pillow use in the process (imports, the LLM jobs' image parts) refuses an image
         # over this many pixels before decoding it.

@@ -184,6 +184,12 @@ def _figures(questions: Sequence[Question], labels: Sequence[int]) -> Figures:
     )
 
 
+def figures_of(questions: Sequence[Question], labels: Sequence[int]) -> Figures:
+    """The figures of a subset of analysed questions, with their labels from `analyse` (so that
+    subsets are measured on the same templates)."""
+    return _figures(questions, labels)
+
+
 def _size_bin(size: int) -> str:
     for low, high in SIZE_BINS:
         if size >= low and (high is None or size <= high):

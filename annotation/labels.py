@@ -110,6 +110,20 @@ def describe_event(event) -> str:
         return f"Guard on {_candidate(event)}: {verdict}" + (
             f" ({data['reason']})" if data.get("reason") else ""
         )
+    if action == "llm.propose_entity":
+        result = data.get("result") or {}
+        if result.get("skipped"):
+            return f"Entity proposal (job {data.get('job')}) skipped: {result['skipped']}"
+        return (
+            f"Entity proposed (job {data.get('job')}): “{result.get('entity', '')}”, popularity "
+            f"{words(result.get('popularity'))}: {result.get('reason', '')}"
+        )
+    if action == "entity.confirm":
+        return f"Proposed entity “{data.get('entity', '')}” confirmed"
+    if action == "entity.correct":
+        return (
+            f"Proposed entity “{data.get('proposed', '')}” corrected to “{data.get('entity', '')}”"
+        )
     if action in ("llm.generate", "llm.guard"):
         result = data.get("result") or {}
         what = "Generation" if action == "llm.generate" else "Guard"

@@ -380,6 +380,34 @@ def _candidate_listing(candidates: tuple[tuple[int, str], ...]) -> str:
     return "\n".join(f"- id {pk}: {text}" for pk, text in candidates)
 
 
+OVERREPRESENTED_TOP = 5  # the largest templates the guard is told of
+OVERREPRESENTED_MIN_SIZE = 2  # a template of one question is no cluster
+
+
+def overrepresented_templates() -> list[dict[str, Any]]:
+    """The largest templates of the final questions now (the diversity report's), as the guard
+    is given them: fixed at launch in the job's params, so every item of a job, redelivered or
+    not, is sent the same list."""
+    from .diversity_report import diversity_report
+
+    report = diversity_report("final", top=OVERREPRESENTED_TOP)
+    total = report["overall"]["questions"]
+    return [
+        {"skeleton": t["skeleton"], "size": t["size"], "share": t["share"], "of": total}
+        for t in report["templates"][:OVERREPRESENTED_TOP]
+        if t["size"] >= OVERREPRESENTED_MIN_SIZE
+    ]
+
+
+def overrepresented_listing(templates: list[dict[str, Any]]) -> str:
+    if not templates:
+        return "(none yet: no template holds more than one final question)"
+    return "\n".join(
+        f"- “{t['skeleton']}”: {t['size']} of {t['of']} final questions ({t['share']:.0%})"
+        for t in templates
+    )
+
+
 async def guard(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[str, Any]:
     """A.2: judge an image's accepted candidates, promote the selected one, or seed new ones."""
     context = current_item.get()
@@ -388,9 +416,16 @@ async def guard(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
         return setup.done
     assert setup.model and setup.prompt and setup.image
     image = setup.image
-    text = setup.prompt.render(
-        entity=image.entity, domain=image.domain, candidates=_candidate_listing(setup.candidates)
-    )
+    values = {
+        "entity": image.entity,
+        "domain": image.domain,
+        "candidates": _candidate_listing(setup.candidates),
+    }
+    if "overrepresented" in setup.prompt.placeholders:  # v2 on: the templates to avoid
+        values["overrepresented"] = overrepresented_listing(
+            context.params.get("overrepresented") or []
+        )
+    text = setup.prompt.render(**values)
     call = await gateway.call_structured(
         setup.model,
         prompt=[text, image.picture],
@@ -439,7 +474,14 @@ def configured_model(setting: str) -> LLMModel:
 
 
 def _launch(
-    *, kind: str, setting: str, prompt_name: str, images: Any, user: Any, fresh: bool = False
+    *,
+    kind: str,
+    setting: str,
+    prompt_name: str,
+    images: Any,
+    user: Any,
+    fresh: bool = False,
+    params: dict[str, Any] | None = None,
 ) -> Job:
     model = configured_model(setting)
     prompt = load_prompt(prompt_name)
@@ -453,7 +495,12 @@ def _launch(
         kind=kind,
         items=items,
         user=user,
-        params={"model": model.name, "prompt_version": prompt.version, "fresh": fresh},
+        params={
+            "model": model.name,
+            "prompt_version": prompt.version,
+            "fresh": fresh,
+            **(params or {}),
+        },
     )
 
 
@@ -472,7 +519,13 @@ def generation_launch(*, user: Any, image_ids: list[int] | None = None, fresh: b
 
 def guard_launch(*, user: Any, image_ids: list[int] | None = None, fresh: bool = False) -> Job:
     """Run the guard over the chosen images, or every image with accepted candidates and no
-    question (images without accepted candidates have nothing to guard and are left out)."""
+    question (images without accepted candidates have nothing to guard and are left out). The
+    guard's prompt (v2 on) is given the currently over-represented templates to avoid."""
+    extra = (
+        {"overrepresented": overrepresented_templates()}
+        if "overrepresented" in load_prompt("guard").placeholders
+        else {}
+    )
     return _launch(
         kind=GUARD,
         setting="LLM_MODEL_GUARD",
@@ -480,15 +533,19 @@ def guard_launch(*, user: Any, image_ids: list[int] | None = None, fresh: bool =
         images=_guard_images(image_ids),
         user=user,
         fresh=fresh,
+        params=extra,
     )
 
 
 def _generation_images(image_ids: list[int] | None) -> Any:
-    return (
+    # An unconfirmed entity waits for a person first: questions grounded on a proposal that is
+    # then corrected would all be about the wrong thing.
+    images = (
         Image.objects.filter(pk__in=image_ids, question__isnull=True)
         if image_ids is not None
         else Image.objects.needing_candidates()
     )
+    return images.filter(entity_confirmed=True)
 
 
 def _guard_images(image_ids: list[int] | None) -> Any:

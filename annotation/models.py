@@ -131,6 +131,10 @@ class ImageQuerySet(models.QuerySet):
             | Exists(Candidate.objects.filter(image=OuterRef("pk"), text__icontains=words))
         )
 
+    def entity_proposed(self) -> ImageQuerySet:
+        """Images whose entity is a proposal (llm_entities.py) that no one confirmed yet."""
+        return self.filter(entity_confirmed=False).exclude(entity="")
+
     def needing_candidates(self) -> ImageQuerySet:
         """Every candidate resolved, none accepted or pending, no question: generation's input."""
         pending_or_accepted = Candidate.objects.filter(
@@ -197,8 +201,9 @@ def image_status(*, n_pending: int, n_accepted: int, has_question: bool) -> Imag
 
 class CandidateQuerySet(models.QuerySet):
     def reviewable_by(self, user) -> CandidateQuerySet:
-        """Open candidates this person may still review: not their text, not reviewed by them."""
-        return self.filter(status=CandidateStatus.OPEN).exclude(
+        """Open candidates this person may still review: not their text, not reviewed by them,
+        of an image whose entity is confirmed (a proposed entity is confirmed first)."""
+        return self.filter(status=CandidateStatus.OPEN, image__entity_confirmed=True).exclude(
             Q(author=user) | Q(co_author=user) | Q(reviews__annotator=user)
         )
 

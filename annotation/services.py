@@ -34,6 +34,7 @@ from .models import (
     CandidateStatus,
     Decision,
     FinalQuestion,
+    Image,
     Preference,
     QuestionCorrection,
     Review,
@@ -812,4 +813,50 @@ def question_drop(
     )
     return QuestionCorrection.objects.create(
         question=question, field=field_name, reason=reason.strip(), made_by=user, at=now
+    )
+
+
+# --- entity proposals (annotation/llm_entities.py) -------------------------------------------
+
+
+@transaction.atomic
+def image_entity_confirm(
+    *,
+    user,
+    image_id: int,
+    proposed: str,
+    corrected: str | None = None,
+    now: datetime | None = None,
+) -> AuditEvent:
+    """Confirm an image's proposed entity (`corrected` None) or correct it, so that its
+    candidates may be generated and reviewed. `proposed` is the proposal as the person saw it:
+    a confirmation counts only for what was shown. Confirming twice (a double submit, two
+    people at once) is refused with a conflict: the conditional update lets one through."""
+    now = now or timezone.now()
+    if not access.is_annotator(user):
+        raise NotAllowed("Only annotators confirm entities.")
+    image = Image.objects.filter(pk=image_id).only("entity", "entity_confirmed").first()
+    if image is None:
+        raise NotFound(f"There is no image {image_id}.")
+    if corrected is not None:
+        corrected = " ".join(
+            clean_text(corrected, "entity", limit=ENTITY_MAX, required=True).split()
+        )
+    new = corrected if corrected is not None else image.entity
+    changed = Image.objects.filter(
+        pk=image_id, entity_confirmed=False, entity=str(proposed or "")
+    ).exclude(entity="")
+    if not changed.update(entity_confirmed=True, entity=new):
+        if Image.objects.filter(pk=image_id, entity_confirmed=True).exists():
+            raise Conflict("This image's entity was confirmed already: here is the next one.")
+        raise Conflict("The proposal changed since the page was drawn: here it is again.")
+    action = "entity.confirm" if new == image.entity else "entity.correct"
+    # The image may go on to generation now (by itself with LLM_AUTO_GENERATE).
+    _generate_if_left_without_candidates(image_id)
+    return AuditEvent.objects.create(
+        actor=user,
+        action=action,
+        image_id=image_id,
+        at=now,
+        data={"proposed": image.entity, "entity": new},
     )

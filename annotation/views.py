@@ -145,6 +145,8 @@ def home(request: HttpRequest) -> HttpResponse:
     context: dict = {}
     if access.is_annotator(user):
         context["annotator"] = _progress(user)
+        # Proposed entities come first: their images' candidates wait for them.
+        context["entities_waiting"] = Image.objects.entity_proposed().count()
     if access.is_adjudicator(user):
         context["adjudicator"] = {
             "waiting": Candidate.objects.adjudicable_by(user).count(),
@@ -487,13 +489,23 @@ def adjudicate_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
 def _pipeline_counts() -> dict:
     images: Counter = Counter()
     guard = 0  # accepted candidates and no question, whether or not others are in review
-    for n_pending, n_accepted, has_question in Image.objects.with_counts().values_list(
-        "n_pending", "n_accepted", "has_question"
+    generate = 0  # needing candidates, with a confirmed entity (generation waits for it)
+    entities: Counter = Counter()  # unconfirmed: "propose" (none yet) or "confirm" (proposed)
+    for (
+        n_pending,
+        n_accepted,
+        has_question,
+        confirmed,
+        entity,
+    ) in Image.objects.with_counts().values_list(
+        "n_pending", "n_accepted", "has_question", "entity_confirmed", "entity"
     ):
-        images[
-            image_status(n_pending=n_pending, n_accepted=n_accepted, has_question=has_question)
-        ] += 1
+        status = image_status(n_pending=n_pending, n_accepted=n_accepted, has_question=has_question)
+        images[status] += 1
         guard += bool(n_accepted and not has_question)
+        generate += status == ImageStatus.NEEDS_CANDIDATES and confirmed
+        if not confirmed:
+            entities["confirm" if entity else "propose"] += 1
     candidates = dict(Candidate.objects.order_by().values_list("status").annotate(n=Count("id")))
     return {
         "images": [(status.label, status.value, images.get(status, 0)) for status in ImageStatus],
@@ -505,13 +517,14 @@ def _pipeline_counts() -> dict:
         "candidates_total": sum(candidates.values()),
         "questions": FinalQuestion.objects.count(),
         "guard": guard,
+        "generate": generate,
+        "entities": entities,
     }
 
 
 def _pipeline_waits(counts: dict) -> list[tuple[str, str, int, str]]:
     """What each stage waits for: (label, key, count, launcher key or "" for a human round).
     Two queries (besides the counts) whatever the number of images or rubrics."""
-    by_status = {key: n for _, key, n in counts["images"]}
     guard = counts["guard"]
     live = FinalQuestion.objects.filter(dropped_at__isnull=True)
     build = live.filter(~Exists(RubricVersion.objects.filter(rubric__question=OuterRef("pk"))))
@@ -528,9 +541,21 @@ def _pipeline_waits(counts: dict) -> list[tuple[str, str, int, str]]:
     )
     return [
         (
-            "Images needing candidates (generation, A.1)",
+            "CRAG-MM images without an entity (propose entities)",
+            "propose_entities",
+            counts["entities"]["propose"],
+            "propose_entities",
+        ),
+        (
+            "Proposed entities waiting for an annotator (/entities/)",
+            "confirm_entities",
+            counts["entities"]["confirm"],
+            "",
+        ),
+        (
+            "Images needing candidates, entity confirmed (generation, A.1)",
             "generate",
-            by_status.get(ImageStatus.NEEDS_CANDIDATES.value, 0),
+            counts["generate"],
             "generate",
         ),
         ("Images with accepted candidates and no question (guard, A.2)", "guard", guard, "guard"),

@@ -1,6 +1,6 @@
 """The question-diversity page (admins): templates among the final questions beside all
 candidates, per domain, with the largest templates and their examples; `?format=json` (both
-scopes) and `?format=csv&scope=final|candidates&table=domains|templates`."""
+scopes) and `?format=csv&scope=final|candidates&table=domains|templates|guard_prompts`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from judging.csv_export import csv_response
 
 from .diversity_report import SCOPES, csv_rows, diversity_report
 
-TABLES = ("domains", "templates")
+TABLES = ("domains", "templates", "guard_prompts")
 
 
 def _bad(message: str) -> HttpResponse:

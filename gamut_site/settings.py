@@ -373,6 +373,9 @@ LLM_BATCH_POLL_SECONDS = envint("LLM_BATCH_POLL_SECONDS", 60)
 # until an admin configures one, and the launch refuses until then (annotation/llm_jobs.py).
 LLM_MODEL_GENERATION = env("LLM_MODEL_GENERATION", "") or ""
 LLM_MODEL_GUARD = env("LLM_MODEL_GUARD", "") or ""
+# The entity proposals of CRAG-MM rows without one (annotation/llm_entities.py): a vision model;
+# empty: the generation model does it.
+LLM_MODEL_ENTITIES = env("LLM_MODEL_ENTITIES", "") or ""
 
 # The LLM model (an LLMModel.name) of the rubric jobs: build (A.3) and refinement (A.4). It must
 # be a Gemini model, as evidence is gathered with search grounding and the URL context tool.

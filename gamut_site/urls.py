@@ -4,7 +4,15 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from annotation import api, api_diversity, views, views_crag_mm, views_diversity
+from annotation import (
+    api,
+    api_diversity,
+    api_entities,
+    views,
+    views_crag_mm,
+    views_diversity,
+    views_entities,
+)
 from judging import api as judging_api
 from judging import views as judging_views
 from judging import views_analysis as results_views
@@ -30,6 +38,9 @@ urlpatterns = [
     path("review/<int:candidate_id>/skip/", views.review_skip, name="review_skip"),
     path("review/undo/", views.review_undo, name="review_undo"),
     path("review/mine/", views.review_mine, name="review_mine"),
+    path("entities/", views_entities.entity_page, name="entities"),
+    path("entities/<int:image_id>/", views_entities.entity_confirm, name="entity_confirm"),
+    path("entities/<int:image_id>/skip/", views_entities.entity_skip, name="entity_skip"),
     path("preferences/shortcuts/", views.preference_shortcuts, name="preference_shortcuts"),
     path("me/", views.my_work, name="my_work"),
     path("adjudicate/", views.adjudicate_page, name="adjudicate"),
@@ -113,6 +124,8 @@ urlpatterns = [
     ),
     # API
     path("api/review/claim/", api.review_claim, name="api_review_claim"),
+    path("api/entities/", api_entities.proposal_list, name="api_entities"),
+    path("api/entities/<int:image_id>/", api_entities.proposal_confirm, name="api_entity_confirm"),
     path("api/candidates/<int:candidate_id>/", api.candidate_detail, name="api_candidate"),
     path("api/candidates/<int:candidate_id>/reviews/", api.review_create, name="api_review_create"),
     path("api/adjudication/claim/", api.adjudication_claim, name="api_adjudication_claim"),

@@ -6,6 +6,7 @@ prompt it sent. Each stage's answer keeps the method's rules, so the stage runs 
 
 - generation: 3 distinct demo questions that name neither the entity nor the domain;
 - the guard: one verdict per candidate id listed in the prompt, the first one selected;
+- entity proposals: a demo name made from the row's answer, popularity unknown;
 - rubric evidence and research (Google Search): three demo snippets with grounding metadata;
 - the audit (URL context): "sN: verified" for each snippet listed, every URL retrieved;
 - the layout: a fact, a strict list, a flexible list and a process citing the listed snippets,
@@ -196,6 +197,21 @@ def _guard(schema: type[BaseModel], prompt: str) -> dict[str, Any]:
     }
 
 
+def _entity_proposal(schema: type[BaseModel], prompt: str) -> dict[str, Any]:
+    # The answer's first clause stands for the entity: the demo cannot look at the photo.
+    answer = _field(prompt, "answer", "")
+    clause = re.split(r"[,.;:!?]", answer, maxsplit=1)[0] if answer != "(none)" else ""
+    clause = re.sub(r"^\s*(this|that|it)\s+(is|was|'s)\s+(an?|the)?\s*", "", clause, flags=re.I)
+    words = re.findall(r"[A-Za-z0-9'-]+", clause)[:5]
+    name = " ".join(words) or f"entity {_digest(prompt)}"
+    return {
+        "entity": f"{name} (demo)",
+        "popularity": "unknown",
+        "reason": "Made up from the row's answer by the offline demo provider (no model looked "
+        "at the photo).",
+    }
+
+
 def _layout_items(entity: str, snippets: list[str]) -> list[dict[str, Any]]:
     def cite(n: int) -> list[str]:
         return [snippets[n % len(snippets)]] if snippets else []
@@ -330,6 +346,7 @@ def _judge(schema: type[BaseModel], prompt: str) -> dict[str, Any]:
 ANSWERS: dict[str, Callable[[type[BaseModel], str], dict[str, Any]]] = {
     "GeneratedQuestions": _generated_questions,
     "GuardOutput": _guard,
+    "EntityProposal": _entity_proposal,
     "LayoutReply": _layout,
     "RebuildReply": _rebuild,
     "AuditReply": _audit,

@@ -28,6 +28,7 @@ from .models import Job, LLMModel
 # or the question, evidence and rubric sent; output is the structured answer or the grounded
 # text. Refine's calls carry the whole rubric and its snippets, hence the larger figures.
 TYPICAL_TOKENS: dict[str, tuple[int, int]] = {
+    "annotation.propose_entity": (900, 120),
     "annotation.generate": (1_200, 400),
     "annotation.guard": (1_500, 600),
     "rubrics.build": (3_000, 2_500),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.core.files.base import ContentFile
 
 from annotation import services as review
 from annotation.importing import images_import, manifest_parse
@@ -80,6 +81,42 @@ def console_stage(harness: Harness, key: str, root) -> tuple[int, int]:
     harness.fake.requests.clear()
     harness.drain(launcher.launch(user=root))
     return estimate.calls_min, len(harness.fake.requests)
+
+
+def test_the_entity_proposals_estimate_is_the_calls_made(
+    fake,  # noqa: F811 (fixture)
+    settings,
+    tmp_path,
+    monkeypatch,
+    root,
+):
+    """CRAG-MM images without an entity: one call each, as the console says beforehand."""
+    monkeypatch.setattr(run_job_chunk, "delay_on_commit", lambda job_id: None)
+    from annotation.crag_mm import DATASET
+    from annotation.models import Image, ImportBatch
+
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    settings.LLM_MODEL_GENERATION = MODEL  # entity proposals use it when LLM_MODEL_ENTITIES is ""
+    LLMModel.objects.create(
+        name=MODEL, provider="gemini", model="gemini-2.5-flash", requests_per_minute=0
+    )
+    batch = ImportBatch.objects.create(source="command", file_name="crag", dataset=DATASET)
+    for n, source in enumerate(SOURCES):
+        image = Image(
+            source_id=source,
+            domain="food",
+            popularity="unknown",
+            entity_confirmed=False,
+            import_batch=batch,
+            source_query=f"what dish is this? ({n})",  # distinct requests: no cache hit
+            source_answer="A French stew.",
+        )
+        image.file.save(f"{source}.png", ContentFile(png_bytes(color=(40 * n, 100, 200))))
+    harness = Harness(fake)
+    estimated, observed = console_stage(harness, "propose_entities", root)
+    print(f"\nentity proposals: estimate {estimated}, calls made {observed}")
+    assert estimated == observed == len(SOURCES)
+    assert Image.objects.entity_proposed().count() == len(SOURCES)
 
 
 def test_every_stages_estimate_is_within_ten_percent_of_the_calls_made(

@@ -5,7 +5,8 @@ round 2, then stage 3: an evaluated model's answer collected and judged check by
 
 The fake answers each call by what it asks for (a pipeline fake, composed on tests/fake_llm.py):
 a search (googleSearch tool) gets grounded text, an audit (urlContext tool) notes in prose, a
-structured call an answer that fits its response schema (the audit's verdicts one per snippet
+structured call an answer that fits its response schema (an entity proposal naming the dish;
+the audit's verdicts one per snippet
 id in its prompt, the guard's selecting the first candidate id in its prompt)."""
 
 from __future__ import annotations
@@ -111,6 +112,12 @@ def pipeline_reply(recorded: Recorded) -> Reply:
         return Reply(text=json.dumps({"verdict": "meets", "rationale": "it says so"}))
     if "questions" in fields:
         return Reply(text=json.dumps({"questions": QUESTIONS}))
+    if "popularity" in fields:  # an entity proposal for a CRAG-MM row without one
+        return Reply(
+            text=json.dumps(
+                {"entity": "Beef bourguignon", "popularity": "head", "reason": "the answer says so"}
+            )
+        )
     if "partial_coverage" in fields:  # the audit's notes, structured
         ids = sorted(set(re.findall(r"\[(s\d+)\]", _prompt(body))), key=lambda s: int(s[1:]))
         return Reply(

@@ -15,7 +15,9 @@ from django.urls import reverse
 
 from annotation import diversity
 from annotation.diversity import Question, analyse, skeleton
-from annotation.models import FinalQuestion
+from annotation.diversity_report import diversity_report
+from annotation.models import AuditEvent, FinalQuestion
+from llm.models import Job
 from tests.question_sets import generated_questions
 
 
@@ -191,3 +193,70 @@ def test_the_command_prints_the_figures_and_json(questions):
     call_command("question_diversity", "--json", stdout=out)
     data = json.loads(out.getvalue())
     assert data["candidates"]["overall"]["questions"] == 3
+
+
+# --- per guard prompt version ----------------------------------------------------------------
+
+
+@pytest.fixture
+def guarded(make_image, root):
+    """Final questions chosen by guard jobs of prompt v1 and v2, and one promoted by an admin."""
+    cache.clear()
+    versions = {
+        n: Job.objects.create(kind="annotation.guard", params={"prompt_version": n}) for n in (1, 2)
+    }
+    texts = [
+        ("g-1", "Vespa", "What is this Vespa, and how fast does it go?", 1),
+        ("g-2", "Unimog", "What is this Unimog, and how fast does it go?", 1),
+        ("g-3", "Ramen", "Who invented this broth, and where did it spread?", 2),
+        ("g-4", "Tagine", "Which spices go into this stew, and why those?", 2),
+        ("g-5", "Ducati", "What is this Ducati, and how fast does it go?", None),
+    ]
+    for source_id, entity, text, version in texts:
+        image, (candidate,) = make_image(source_id, [text], entity=entity)
+        FinalQuestion.objects.create(
+            image=image, candidate=candidate, text=text, method="guard" if version else "manual"
+        )
+        if version:
+            AuditEvent.objects.create(
+                action="llm.guard",
+                image=image,
+                data={
+                    "job": versions[version].pk,
+                    "item": source_id,
+                    "result": {"selected": candidate.pk},
+                },
+            )
+    return texts
+
+
+def test_the_figures_per_guard_prompt_are_measured_on_the_same_templates(
+    client, guarded, root, django_assert_num_queries
+):
+    report = diversity_report("final")
+    rows = {row["guard_prompt"]: row for row in report["guard_prompts"]}
+    assert set(rows) == {"guard v1", "guard v2", "promoted by an admin"}
+    # v1's two questions share one template; v2's two are two templates.
+    assert (rows["guard v1"]["questions"], rows["guard v1"]["templates"]) == (2, 1)
+    assert (rows["guard v2"]["questions"], rows["guard v2"]["templates"]) == (2, 2)
+    assert rows["guard v1"]["entropy_bits"] == 0 < rows["guard v2"]["entropy_bits"]
+    # The admin's question is in v1's template: one template over all, counted in both.
+    assert report["overall"]["templates"] == 3
+    assert diversity_report("candidates")["guard_prompts"] == []
+
+    client.force_login(root)
+    cache.clear()
+    # session, user, groups, final questions, the guard's events, their jobs, candidates
+    with django_assert_num_queries(7):
+        page = client.get(reverse("diversity"))
+    assert 'data-testid="guard-prompts"' in page.content.decode()
+    csv_text = client.get(
+        reverse("diversity"), {"format": "csv", "scope": "final", "table": "guard_prompts"}
+    ).content.decode()
+    table = {row["guard_prompt"]: row for row in csv.DictReader(io.StringIO(csv_text))}
+    assert table["guard v2"]["templates"] == "2"
+    api = client.get(reverse("api_diversity"), {"scope": "final"}).json()
+    assert {row["guard_prompt"] for row in api["guard_prompts"]} == set(rows)
+    out = io.StringIO()
+    call_command("question_diversity", "--scope", "final", stdout=out)
+    assert "guard v2: 2 question(s), 2 template(s)" in out.getvalue()

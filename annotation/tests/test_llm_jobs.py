@@ -352,3 +352,86 @@ def test_launch_refuses_an_empty_scope(sent, model, make_image, root):
         llm_jobs.generation_launch(user=root)
     with pytest.raises(jobs.JobError, match="No image"):
         llm_jobs.guard_launch(user=root)
+
+
+# --- the guard given the over-represented templates (prompt v2) ------------------------------
+
+
+def finals(make_image, texts: list[tuple[str, str, str]]) -> None:
+    for source_id, entity, text in texts:
+        image, (candidate,) = make_image(source_id, [text], entity=entity, domain="vehicles")
+        FinalQuestion.objects.create(image=image, candidate=candidate, text=text, method="manual")
+
+
+def test_the_guard_is_told_the_over_represented_templates_and_their_shares(
+    sent, model, make_image, fake, root
+):
+    from django.core.cache import cache
+
+    cache.clear()
+    finals(
+        make_image,
+        [
+            ("f-1", "Vespa", "What is this Vespa, and how fast does it go?"),
+            ("f-2", "Unimog", "What is this Unimog, and how fast does it go?"),
+            ("f-3", "Ducati", "What is this Ducati, and how fast does it go?"),
+            ("f-4", "Ramen", "Who invented this broth, and where did it spread?"),
+        ],
+    )
+    image, (first, second) = make_image("img-1", texts=["First?", "Second?"])
+    accept(first, second)
+    fake.queue(reply({"verdicts": [verdict(first), verdict(second)], "selected": second.pk}))
+
+    job = drain(llm_jobs.guard_launch(user=root), fake)
+
+    assert job.params["prompt_version"] == 2
+    # Fixed at launch: the one template of more than one question, with its share.
+    assert job.params["overrepresented"] == [
+        {
+            "skeleton": "what is this <entity> and how fast does it go",
+            "size": 3,
+            "share": 0.75,
+            "of": 4,
+        }
+    ]
+    prompt = next(p["text"] for p in image_parts(fake) if "text" in p)
+    assert "“what is this <entity> and how fast does it go”: 3 of 4 final questions (75%)" in (
+        prompt
+    )
+    # The answer is handled as before: the selected candidate became the question.
+    assert FinalQuestion.objects.get(image=image).candidate_id == second.pk
+    from llm.models import LedgerEntry
+
+    call = LedgerEntry.objects.get(job_id=job.pk)
+    assert (call.template_name, call.template_version) == ("guard", "2")
+
+
+def test_a_guard_job_of_prompt_v1_is_sent_v1_without_the_templates(
+    sent, model, make_image, fake, root
+):
+    image, (only,) = make_image("img-1", texts=["Only?"])
+    accept(only)
+    job = jobs.job_launch(
+        kind=llm_jobs.GUARD,
+        items=[("img-1", {"image_id": image.pk})],
+        user=root,
+        params={"model": model.name, "prompt_version": 1},
+    )
+    fake.queue(reply({"verdicts": [verdict(only)], "selected": only.pk}))
+    drain(job, fake)
+    prompt = next(p["text"] for p in image_parts(fake) if "text" in p)
+    assert "over-represented" not in prompt and f"id {only.pk}: Only?" in prompt
+    assert FinalQuestion.objects.get(image=image).candidate_id == only.pk
+
+
+def test_without_templates_yet_v2_says_so(sent, model, make_image, fake, root):
+    from django.core.cache import cache
+
+    cache.clear()
+    image, (only,) = make_image("img-1", texts=["Only?"])
+    accept(only)
+    fake.queue(reply({"verdicts": [verdict(only)], "selected": only.pk}))
+    job = drain(llm_jobs.guard_launch(user=root), fake)
+    assert job.params["overrepresented"] == []
+    prompt = next(p["text"] for p in image_parts(fake) if "text" in p)
+    assert "(none yet: no template holds more than one final question)" in prompt

@@ -24,9 +24,16 @@ def post(
 
 def test_every_stage_is_registered():
     keys = [launcher.key for launcher in launchers.all_launchers()]
-    assert keys[:5] == ["generate", "guard", "build", "refine1", "refine2"]
+    assert keys[:6] == ["propose_entities", "generate", "guard", "build", "refine1", "refine2"]
     calls = {launcher.key: launcher.calls_per_item for launcher in launchers.all_launchers()}
-    assert calls == {"generate": 1, "guard": 1, "build": 2, "refine1": 4, "refine2": 4}
+    assert calls == {
+        "propose_entities": 1,
+        "generate": 1,
+        "guard": 1,
+        "build": 2,
+        "refine1": 4,
+        "refine2": 4,
+    }
 
 
 @pytest.mark.parametrize("name", ["job_estimate", "job_launch"])

@@ -11,7 +11,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from pydantic import BaseModel, Field
 
-from annotation.llm_jobs import GuardOutput, guard_problems
+from annotation.llm_entities import EntityProposal
+from annotation.llm_jobs import GuardOutput, guard_problems, overrepresented_listing
 from llm.demo_provider import DemoProvider, from_json_schema, grounded_answer, structured_answer
 from llm.gateway import GatewayError
 from llm.models import LLMModel
@@ -24,8 +25,14 @@ SNIPPETS = "[s1] One <https://example.org/1>: first\n[s2] Two <https://example.o
 
 
 def test_the_guard_answers_only_with_the_ids_it_was_given():
+    # The over-represented templates listed by v2 are no candidates.
     prompt = load_prompt("guard").render(
-        entity="Falcon 9", domain="vehicles", candidates="- id 7: What is it?\n- id 9: How?"
+        entity="Falcon 9",
+        domain="vehicles",
+        candidates="- id 7: What is it?\n- id 9: How?",
+        overrepresented=overrepresented_listing(
+            [{"skeleton": "what is this <entity>", "size": 4, "share": 0.4, "of": 10}]
+        ),
     )
     answer = structured_answer(GuardOutput, prompt)
     checked = GuardOutput.model_validate(answer)
@@ -34,6 +41,23 @@ def test_the_guard_answers_only_with_the_ids_it_was_given():
     # Without a candidate to choose, it proposes new ones, as the rules ask.
     empty = GuardOutput.model_validate(structured_answer(GuardOutput, "no candidates"))
     assert empty.selected is None and len(empty.new_candidates) == 3
+
+
+def test_an_entity_proposal_is_named_from_the_rows_answer():
+    prompt = load_prompt("propose_entity").render(
+        domain="vehicles",
+        source_domain="vehicle",
+        query="what car is this?",
+        answer="This is a Citroen 2CV, made from 1948 to 1990.",
+    )
+    proposal = EntityProposal.model_validate(structured_answer(EntityProposal, prompt))
+    assert proposal.entity == "Citroen 2CV (demo)"
+    assert proposal.popularity == "unknown" and "demo" in proposal.reason
+    # Without an answer it still names something the schema accepts.
+    bare = load_prompt("propose_entity").render(
+        domain="food", source_domain="food", query="(none)", answer="(none)"
+    )
+    assert EntityProposal.model_validate(structured_answer(EntityProposal, bare)).entity
 
 
 def test_the_layout_compiles_citing_only_the_snippets_listed():

@@ -193,7 +193,7 @@ def test_progress_cancel_and_retry(root, make_image, model, django_assert_num_qu
 
 def test_stages_list_what_the_console_offers(root):
     stages = {s["key"]: s for s in api(root).get(reverse("api_job_stages")).json()}
-    assert list(stages) == ["generate", "guard", "build", "refine1", "refine2"]
+    assert list(stages) == ["propose_entities", "generate", "guard", "build", "refine1", "refine2"]
     assert "no_candidates" in stages["generate"]["states"]
     assert stages["build"]["scope_noun"] == "questions"
 

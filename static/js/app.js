@@ -213,6 +213,38 @@
       .includes(target.tagName);
   }
 
+  // The confirmation of a proposed entity: y confirms, c opens the correction box (Enter in it
+  // saves, natively: the box is its form's only field), s skips.
+  function entityKey(event, root, dialog) {
+    const key = event.key;
+    const target = event.target;
+    if (typing(target)) {
+      if (key === "Escape") target.blur();
+      return;
+    }
+    if (pressable(target) && (key === "Enter" || key === " ")) return;
+    if (key.length === 1 && singleKeysOff()) return;
+    if (key === "?") {
+      event.preventDefault();
+      if (dialog) dialog.showModal();
+    } else if (key === "z") {
+      toggleZoom(root.querySelector("img[data-zoom]"));
+    } else if (key === "c") {
+      const form = root.querySelector("[data-correct-form]");
+      if (!form) return;
+      event.preventDefault();
+      form.hidden = false;
+      const box = form.querySelector("input[name='entity']");
+      box.focus();
+      box.select();
+    } else if (key === "y" || key === "s") {
+      const action = root.querySelector('[data-action-key="' + key + '"]');
+      if (!action || action.disabled || action.form.classList.contains("htmx-request")) return;
+      event.preventDefault();
+      send(action.form, action);
+    }
+  }
+
   function workspaceKey(event) {
     const key = event.key;
     const target = event.target;
@@ -381,6 +413,10 @@
     if (!root || event.ctrlKey || event.metaKey || event.altKey) return;
     const dialog = document.getElementById("keys-help");
     if (dialog && dialog.open) return; // the dialog closes itself on Esc
+    if (root.dataset.shortcuts === "entity") {
+      entityKey(event, root, dialog);
+      return;
+    }
     if (root.dataset.shortcuts === "workspace") {
       if (event.key === "?" && !typing(event.target)) {
         event.preventDefault();
@@ -488,6 +524,9 @@
     if (!root) return;
     root.dataset.shownAt = String(Math.floor(Date.now() / 1000));
     watchLease(root);
+    // The correction box opens on c (shown without JavaScript, and again after a refusal).
+    const correct = root.querySelector("[data-correct-form]");
+    if (correct && !correct.querySelector(".error")) correct.hidden = true;
     const form = mainForm(root);
     const box = form && form.querySelector("[data-revision-box]");
     if (box) {

@@ -21,7 +21,8 @@ class Command(BaseCommand):
     help = (
         "How far the questions cluster into templates: the number of templates, the share of "
         "the top 5 and top 20, distinct opening trigrams and the entropy of the template "
-        "sizes, overall and per domain, with the largest templates and examples. The same "
+        "sizes, overall, per domain and (final questions) per guard prompt version, with the "
+        "largest templates and examples. The same "
         "figures as the /diversity/ page and GET /api/diversity/."
     )
 
@@ -65,6 +66,16 @@ class Command(BaseCommand):
                 f"{_pct(row['top5_share']):>7}{_pct(row['top20_share']):>7}"
                 f"{row['opening_trigrams']:>10}{_num(row['entropy_bits']):>9}"
                 f"{_num(row['normalized_entropy']):>7}"
+            )
+        if report.get("guard_prompts"):
+            write("per guard prompt (which prompt chose the question), on the same templates:")
+        for row in report.get("guard_prompts") or []:
+            write(
+                f"{row['guard_prompt']}: {row['questions']} question(s), "
+                f"{row['templates']} template(s), top 5 {_pct(row['top5_share'])}, "
+                f"top 20 {_pct(row['top20_share'])}, {row['opening_trigrams']} opening "
+                f"trigrams, entropy {_num(row['entropy_bits'])} "
+                f"(normalized {_num(row['normalized_entropy'])})"
             )
         sizes = ", ".join(f"{s['size']}: {s['templates']}" for s in report["size_distribution"])
         write(f"templates by size (questions per template: templates): {sizes}")
