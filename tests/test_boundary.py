@@ -56,6 +56,16 @@ def test_what_people_write_passes():
         clean_text("x" * 11, "comment", limit=10)
 
 
+def test_a_name_may_not_hold_a_bidirectional_override_but_prose_may():
+    for override in ("\u202e", "\u202a", "\u2066", "\u2069"):
+        with pytest.raises(Exception, match=f"model may not contain U\\+{ord(override):04X}"):
+            clean_text(f"gpt{override}5", "model", limit=100, multiline=False)
+    assert clean_text("gpt\u200f5", "model", limit=100, multiline=False) == "gpt\u200f5"
+    assert clean_text("a \u2067b\u2069", "comment", limit=100) == "a \u2067b\u2069"
+    with pytest.raises(Exception, match="U\\+202D"):
+        clean_text("a \u202db", "text", limit=100, bidi_controls=False)
+
+
 @pytest.mark.parametrize("source_id", ["a/b", "a b", "a?b", "a#b", "..", ".", "é", "a\x00", ""])
 def test_unsafe_source_ids_are_refused(source_id):
     with pytest.raises(Exception, match="source_id"):
