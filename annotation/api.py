@@ -16,7 +16,7 @@ from core import access
 from core.http import ErrorSerializer
 
 from . import services
-from .importing import MAX_PROBLEMS_SHOWN, ImportProblems, import_from_upload
+from .importing import MAX_PROBLEMS_SHOWN, ImportProblems, import_from_upload, read_manifest
 from .models import (
     REASON_KEYS,
     Candidate,
@@ -359,6 +359,9 @@ def image_detail(request: Request, source_id: str) -> Response:
             },
         ),
         403: ErrorSerializer,
+        413: OpenApiResponse(
+            ErrorSerializer, description="the manifest is over IMPORT_MAX_MANIFEST_BYTES"
+        ),
     },
 )
 @api_view(["POST"])
@@ -377,7 +380,7 @@ def images_import(request: Request) -> Response:
         )
     try:
         result = import_from_upload(
-            manifest.read(),
+            read_manifest(manifest),
             request.FILES.get("images"),
             actor=request.user,
             source=ImportBatch.Source.API,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.decorators import api_view, parser_classes
 from rest_framework.parsers import MultiPartParser
@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core import access
+from core.errors import TooLarge
 from core.http import ErrorSerializer
 
 from .crag_mm import SPLITS, crag_mm_from_upload
@@ -56,6 +57,9 @@ def import_crag_mm_page(request: HttpRequest) -> HttpResponse:
         except ImportProblems as exc:
             context["problems"] = exc.problems
             status = 400
+        except TooLarge as exc:
+            context["problems"] = [exc.message]
+            status = 413
     template = "annotation/import_crag_mm.html"
     if request.htmx:
         template += "#result"
@@ -114,6 +118,9 @@ def import_crag_mm_page(request: HttpRequest) -> HttpResponse:
         ),
         401: ErrorSerializer,
         403: ErrorSerializer,
+        413: OpenApiResponse(
+            ErrorSerializer, description="the entities file is over IMPORT_MAX_MANIFEST_BYTES"
+        ),
     },
 )
 @api_view(["POST"])

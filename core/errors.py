@@ -40,3 +40,9 @@ class NotFound(DomainError):
 
 class Conflict(DomainError):
     status = 409
+
+
+class TooLarge(DomainError):
+    """An upload over its cap: 413, refused before it is read."""
+
+    status = 413
