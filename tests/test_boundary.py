@@ -13,7 +13,7 @@ from annotation import services
 from annotation.importing import ImportProblems, manifest_parse
 from annotation.models import Candidate, FinalQuestion, Image, Review
 from conftest import png_bytes
-from core.errors import Conflict
+from core.errors import Conflict, InvalidInput
 from core.http import DomainErrorMiddleware
 from core.text import clean_int, clean_source_id, clean_text
 from rubrics import services as rubric_services
@@ -264,7 +264,7 @@ def test_an_over_long_delete_reason_is_refused(client, dave, draft):
 def test_review_services_refuse_a_nul_themselves(alice, make_image):
     """The services are a boundary too: commands and tasks call them without a request."""
     _, (candidate,) = make_image()
-    with pytest.raises(services.InvalidInput, match="revised_text may not contain"):
+    with pytest.raises(InvalidInput, match="revised_text may not contain"):
         services.review_submit(
             user=alice, candidate_id=candidate.pk, decision="revise", revised_text="What\x00 is it?"
         )
