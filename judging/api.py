@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
@@ -19,7 +19,7 @@ from annotation.models import FinalQuestion
 from core import access
 from core.errors import InvalidInput, NotFound
 from core.http import ErrorSerializer, rendered
-from llm.api import JobSerializer
+from llm.api import QUEUE_DOWN, JobSerializer
 
 from . import reports
 from .analysis import LABELS
@@ -576,6 +576,7 @@ def run_estimate_view(request: Request) -> Response:
         400: ErrorSerializer,
         403: ErrorSerializer,
         409: ErrorSerializer,
+        503: OpenApiResponse(ErrorSerializer, description=QUEUE_DOWN),
     },
     description='Answers `{"job", "estimate"}`: the job as GET /api/jobs/{id}/ '
     "shows it (watch, cancel and retry it there), and its estimate.",

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
@@ -25,6 +25,7 @@ from . import jobs, launchers
 from .models import Job
 
 JOBS_LISTED = 50
+QUEUE_DOWN = "the task queue is unreachable: nothing was launched or saved; try again"
 FAILURES_LISTED = 100
 SCOPES = ("all", "filter", "ids")
 
@@ -307,6 +308,7 @@ def job_estimate(request: Request) -> Response:
     responses={
         201: LaunchedJobSerializer,
         409: ErrorSerializer,
+        503: OpenApiResponse(ErrorSerializer, description=QUEUE_DOWN),
         **_ERRORS,
     },
     description="Estimates first (as POST /api/jobs/estimate/ does, returned beside the job), "
@@ -394,6 +396,7 @@ def job_cancel(request: Request, job_id: int) -> Response:
         403: ErrorSerializer,
         404: ErrorSerializer,
         409: ErrorSerializer,
+        503: OpenApiResponse(ErrorSerializer, description=QUEUE_DOWN),
     },
 )
 @api_view(["POST"])
