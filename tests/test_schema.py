@@ -68,7 +68,11 @@ def test_review_and_adjudication_answers_match_the_schema(schema, alice, bob, ca
         format="json",
     )
     answers += [
-        ("/api/candidates/{candidate_id}/", "get", _api(alice).get(f"/api/candidates/{candidate.pk}/")),
+        (
+            "/api/candidates/{candidate_id}/",
+            "get",
+            _api(alice).get(f"/api/candidates/{candidate.pk}/"),
+        ),
         ("/api/images/{source_id}/", "get", _api(alice).get("/api/images/img-1/")),
         ("/api/adjudication/claim/", "post", _api(carol).post("/api/adjudication/claim/")),
         (
