@@ -28,6 +28,30 @@ def _test_settings(settings, tmp_path):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+def reset_broker_pools(app) -> None:
+    """Drop the broker connections cached on the Celery app (after its broker_url changed)."""
+    if app._pool is not None:
+        app._pool.force_close_all()
+    app._pool = None
+    if "amqp" in app.__dict__:
+        app.amqp._producer_pool = None
+
+
+@pytest.fixture(autouse=True)
+def _in_memory_broker():
+    """A launch checks that the broker answers (llm.tasks.queue_check): in tests the broker is
+    kombu's in-memory one unless a test points the app at a Redis of its own
+    (tests/test_worker.py) or at a closed port (llm/tests/test_queue_down.py)."""
+    from gamut_site.celery import app
+
+    saved = app.conf.broker_url
+    app.conf.broker_url = "memory://"
+    reset_broker_pools(app)
+    yield
+    app.conf.broker_url = saved
+    reset_broker_pools(app)
+
+
 def _user(username: str, *groups: str, staff: bool = False) -> User:
     user = User.objects.create_user(username, password=f"{username}-pass", is_staff=staff)
     for name in groups:

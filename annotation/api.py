@@ -1,5 +1,6 @@
 """The review API: the exact contract that scripts use. Views are thin: check the role, call a
-service, translate its errors into status codes."""
+service, render the answer through the serializer the schema documents (core.http.rendered);
+errors become status codes at core.http."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core import access
-from core.http import ErrorSerializer
+from core.http import ErrorSerializer, rendered
 
 from . import services
-from .importing import MAX_PROBLEMS_SHOWN, ImportProblems, import_from_upload
+from .importing import MAX_PROBLEMS_SHOWN, ImportProblems, import_from_upload, read_manifest
 from .models import (
     REASON_KEYS,
     Candidate,
@@ -47,14 +48,49 @@ class ClaimedCandidateSerializer(serializers.Serializer):
 
 
 class ReviewOutSerializer(serializers.Serializer):
+    """Reads a Review."""
+
     id = serializers.IntegerField()
-    annotator = serializers.CharField()
+    annotator = serializers.CharField(source="annotator.username")
     decision = serializers.ChoiceField(choices=Decision.values)
     revised_text = serializers.CharField()
     reasons = serializers.ListField(child=serializers.CharField())
     comment = serializers.CharField()
     seconds = serializers.IntegerField(allow_null=True)
     created_at = serializers.DateTimeField()
+
+
+class AdjudicationClaimSerializer(ClaimedCandidateSerializer):
+    """The claimed candidate's fields, the same again under `candidate`, and both reviews."""
+
+    candidate = ClaimedCandidateSerializer()
+    reviews = ReviewOutSerializer(many=True)
+
+
+class AdjudicationOutSerializer(serializers.Serializer):
+    """Reads an Adjudication, with `new_candidate` set on it (the revision's child, or None)."""
+
+    id = serializers.IntegerField()
+    decision = serializers.CharField()
+    revised_text = serializers.CharField()
+    candidate_status = serializers.CharField(source="candidate.status")
+    new_candidate = serializers.IntegerField(allow_null=True)
+
+
+class ImportResultSerializer(serializers.Serializer):
+    imported = serializers.ListField(child=serializers.CharField())
+    skipped = serializers.ListField(child=serializers.CharField())
+
+
+class ImportErrorsSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    field = serializers.CharField(required=False)
+    errors = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text=f"The first {MAX_PROBLEMS_SHOWN} problems, a line's as 'line N: ...'.",
+    )
+    more = serializers.IntegerField(required=False, help_text="How many problems are not listed.")
 
 
 # The request bodies are validated by these serializers (so the schema says what is accepted),
@@ -147,19 +183,6 @@ def _claimed(request: Request, claimed: services.Claimed) -> dict:
     }
 
 
-def review_dict(review: Review) -> dict:
-    return {
-        "id": review.pk,
-        "annotator": review.annotator.username,
-        "decision": review.decision,
-        "revised_text": review.revised_text,
-        "reasons": review.reasons,
-        "comment": review.comment,
-        "seconds": review.seconds,
-        "created_at": review.created_at,
-    }
-
-
 @extend_schema(
     summary="Claim the next candidate to review",
     request=None,
@@ -175,7 +198,7 @@ def review_claim(request: Request) -> Response:
     claimed = services.review_claim(user=request.user)
     if claimed is None:
         return Response(status=status.HTTP_204_NO_CONTENT)
-    return Response(_claimed(request, claimed))
+    return rendered(ClaimedCandidateSerializer, _claimed(request, claimed))
 
 
 @extend_schema(
@@ -197,7 +220,7 @@ def review_create(request: Request, candidate_id: int) -> Response:
     review = services.review_submit(
         user=request.user, candidate_id=candidate_id, **incoming.validated_data
     )
-    return Response(review_dict(review), status=status.HTTP_201_CREATED)
+    return rendered(ReviewOutSerializer, review, status=status.HTTP_201_CREATED)
 
 
 @extend_schema(
@@ -215,7 +238,8 @@ def candidate_detail(request: Request, candidate_id: int) -> Response:
         ),
         pk=candidate_id,
     )
-    return Response(
+    return rendered(
+        CandidateDetailSerializer,
         {
             "id": candidate.pk,
             "text": candidate.text,
@@ -223,8 +247,8 @@ def candidate_detail(request: Request, candidate_id: int) -> Response:
             "status": status_visible_to(candidate, request.user),
             "parent": candidate.parent_id,
             "children": [child.pk for child in candidate.children.all()],
-            "reviews": [review_dict(r) for r in candidate.visible_reviews],
-        }
+            "reviews": candidate.visible_reviews,
+        },
     )
 
 
@@ -232,13 +256,7 @@ def candidate_detail(request: Request, candidate_id: int) -> Response:
     summary="Claim the next disputed candidate, with both reviews",
     request=None,
     responses={
-        200: inline_serializer(
-            "AdjudicationClaim",
-            {
-                "candidate": ClaimedCandidateSerializer(),
-                "reviews": ReviewOutSerializer(many=True),
-            },
-        ),
+        200: AdjudicationClaimSerializer,
         204: OpenApiResponse(description="nothing disputed"),
         403: ErrorSerializer,
     },
@@ -251,23 +269,14 @@ def adjudication_claim(request: Request) -> Response:
         return Response(status=status.HTTP_204_NO_CONTENT)
     reviews = Review.objects.filter(candidate=claimed.candidate).select_related("annotator")
     body = _claimed(request, claimed)
-    return Response({**body, "candidate": body, "reviews": [review_dict(r) for r in reviews]})
+    return rendered(AdjudicationClaimSerializer, {**body, "candidate": body, "reviews": reviews})
 
 
 @extend_schema(
     summary="Settle a disputed candidate",
     request=AdjudicationInSerializer,
     responses={
-        201: inline_serializer(
-            "AdjudicationOut",
-            {
-                "id": serializers.IntegerField(),
-                "decision": serializers.CharField(),
-                "revised_text": serializers.CharField(),
-                "candidate_status": serializers.CharField(),
-                "new_candidate": serializers.IntegerField(allow_null=True),
-            },
-        ),
+        201: AdjudicationOutSerializer,
         400: ErrorSerializer,
         403: ErrorSerializer,
         404: ErrorSerializer,
@@ -283,16 +292,8 @@ def adjudication_create(request: Request, candidate_id: int) -> Response:
         user=request.user, candidate_id=candidate_id, **incoming.validated_data
     )
     child = adjudication.candidate.children.order_by("-id").first()
-    return Response(
-        {
-            "id": adjudication.pk,
-            "decision": adjudication.decision,
-            "revised_text": adjudication.revised_text,
-            "candidate_status": adjudication.candidate.status,
-            "new_candidate": child.pk if child else None,
-        },
-        status=status.HTTP_201_CREATED,
-    )
+    adjudication.new_candidate = child.pk if child else None
+    return rendered(AdjudicationOutSerializer, adjudication, status=status.HTTP_201_CREATED)
 
 
 @extend_schema(
@@ -306,7 +307,8 @@ def image_detail(request: Request, source_id: str) -> Response:
         Image.objects.with_counts().select_related("question"), source_id=source_id
     )
     question = getattr(image, "question", None) if image.has_question else None
-    return Response(
+    return rendered(
+        ImageDetailSerializer,
         {
             "source_id": image.source_id,
             "entity": image.entity,
@@ -319,7 +321,7 @@ def image_detail(request: Request, source_id: str) -> Response:
             ),
             "candidates": list(image.candidates.order_by("id").values_list("id", flat=True)),
             "question": question.text if question else None,
-        }
+        },
     )
 
 
@@ -335,30 +337,12 @@ def image_detail(request: Request, source_id: str) -> Response:
         )
     },
     responses={
-        201: inline_serializer(
-            "ImportResult",
-            {
-                "imported": serializers.ListField(child=serializers.CharField()),
-                "skipped": serializers.ListField(child=serializers.CharField()),
-            },
-        ),
-        400: inline_serializer(
-            "ImportErrors",
-            {
-                "detail": serializers.CharField(),
-                "field": serializers.CharField(required=False),
-                "errors": serializers.ListField(
-                    child=serializers.CharField(),
-                    required=False,
-                    help_text=f"The first {MAX_PROBLEMS_SHOWN} problems, "
-                    "a line's as 'line N: ...'.",
-                ),
-                "more": serializers.IntegerField(
-                    required=False, help_text="How many problems are not listed."
-                ),
-            },
-        ),
+        201: ImportResultSerializer,
+        400: ImportErrorsSerializer,
         403: ErrorSerializer,
+        413: OpenApiResponse(
+            ErrorSerializer, description="the manifest is over IMPORT_MAX_MANIFEST_BYTES"
+        ),
     },
 )
 @api_view(["POST"])
@@ -367,7 +351,8 @@ def image_detail(request: Request, source_id: str) -> Response:
 def images_import(request: Request) -> Response:
     manifest = request.FILES.get("manifest")
     if manifest is None:
-        return Response(
+        return rendered(
+            ImportErrorsSerializer,
             {
                 "detail": "manifest: a JSONL file is required.",
                 "field": "manifest",
@@ -377,7 +362,7 @@ def images_import(request: Request) -> Response:
         )
     try:
         result = import_from_upload(
-            manifest.read(),
+            read_manifest(manifest),
             request.FILES.get("images"),
             actor=request.user,
             source=ImportBatch.Source.API,
@@ -385,7 +370,8 @@ def images_import(request: Request) -> Response:
         )
     except ImportProblems as exc:
         shown = exc.problems[:MAX_PROBLEMS_SHOWN]
-        return Response(
+        return rendered(
+            ImportErrorsSerializer,
             {
                 "detail": f"{len(exc.problems)} problem(s); nothing was imported.",
                 "errors": shown,
@@ -393,6 +379,4 @@ def images_import(request: Request) -> Response:
             },
             status=400,
         )
-    return Response(
-        {"imported": result.imported, "skipped": result.skipped}, status=status.HTTP_201_CREATED
-    )
+    return rendered(ImportResultSerializer, result, status=status.HTTP_201_CREATED)

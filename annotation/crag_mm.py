@@ -33,6 +33,7 @@ from .importing import (
     image_format,
     images_import,
     problems_shown,
+    upload_within_cap,
 )
 from .models import Popularity
 
@@ -505,6 +506,8 @@ def crag_mm_from_upload(
         raise ImportProblems([f"split must be one of {', '.join(SPLITS)}, not {split!r}"])
     if not shards:
         raise ImportProblems(["no Parquet shard was uploaded"])
+    if entities is not None:
+        upload_within_cap(entities, "entities", "entities file")
     total = sum(shard.size for shard in shards)
     if total > settings.IMPORT_MAX_TOTAL_BYTES:
         raise ImportProblems(

@@ -39,7 +39,7 @@ from django.utils.text import slugify
 from PIL import Image as PILImage
 from PIL import UnidentifiedImageError
 
-from core.errors import InvalidInput
+from core.errors import InvalidInput, TooLarge
 from core.text import clean_source_id, clean_text
 
 from .models import (
@@ -637,6 +637,24 @@ def images_import(
             default_storage.delete(name)
         raise
     return ImportResult(batch=batch, imported=[e.source_id for e in new], skipped=skipped)
+
+
+def upload_within_cap(upload, field: str, what: str) -> None:
+    """TooLarge (413) for an uploaded text file over IMPORT_MAX_MANIFEST_BYTES. Django knows
+    an upload's size once the request is parsed: nothing of it has been read into memory."""
+    cap = settings.IMPORT_MAX_MANIFEST_BYTES
+    if upload.size > cap:
+        raise TooLarge(
+            f"The {what} is {upload.size} bytes, over the cap of {cap} bytes "
+            "(IMPORT_MAX_MANIFEST_BYTES); split it into smaller imports.",
+            field,
+        )
+
+
+def read_manifest(upload) -> bytes:
+    """An uploaded manifest's bytes, or TooLarge when it is over its cap."""
+    upload_within_cap(upload, "manifest", "manifest")
+    return upload.read()
 
 
 def import_from_upload(

@@ -27,14 +27,20 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods, require_POST
 
 from core import access
-from core.errors import DomainError
+from core.errors import DomainError, TooLarge
 from core.http import refuse
 from rubrics.models import Rubric, RubricVersion
 from rubrics.services import revision_queue
 
 from . import services
 from .agreement import agreement_report
-from .importing import CONTENT_TYPES, ImportProblems, import_from_upload, problems_shown
+from .importing import (
+    CONTENT_TYPES,
+    ImportProblems,
+    import_from_upload,
+    problems_shown,
+    read_manifest,
+)
 from .models import (
     REASON_TAGS,
     AuditEvent,
@@ -756,6 +762,7 @@ def import_page(request: HttpRequest) -> HttpResponse:
         "batches": ImportBatch.objects.select_related("created_by").order_by("-id")[:10]
     }
     if request.method == "POST":
+        status = 200
         manifest = request.FILES.get("manifest")
         if manifest is None:
             context["problems"] = ["Choose a manifest file (.jsonl)."]
@@ -763,7 +770,7 @@ def import_page(request: HttpRequest) -> HttpResponse:
         else:
             try:
                 result = import_from_upload(
-                    manifest.read(),
+                    read_manifest(manifest),
                     request.FILES.get("images"),
                     actor=request.user,
                     source=ImportBatch.Source.WEB,
@@ -772,11 +779,18 @@ def import_page(request: HttpRequest) -> HttpResponse:
             except ImportProblems as exc:
                 context["problems"] = problems_shown(exc.problems)
                 context["problem_count"] = len(exc.problems)
+            except TooLarge as exc:
+                context["problems"] = [exc.message]
+                context["problem_count"] = 1
+                status = 413
             else:
                 context["result"] = result
         # htmx gets the result and, out of band, the recent imports with this one in it.
         context["oob"] = bool(request.htmx)
         template = "annotation/import.html#result" if request.htmx else "annotation/import.html"
-        status = 400 if context.get("problems") and not request.htmx else 200
+        if request.htmx:
+            status = 200  # htmx shows the problems in place
+        elif status == 200 and context.get("problems"):
+            status = 400
         return render(request, template, context, status=status)
     return render(request, "annotation/import.html", context)

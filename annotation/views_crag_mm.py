@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.decorators import api_view, parser_classes
 from rest_framework.parsers import MultiPartParser
@@ -15,7 +15,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core import access
-from core.http import ErrorSerializer
+from core.errors import TooLarge
+from core.http import ErrorSerializer, rendered
 
 from .crag_mm import SPLITS, crag_mm_from_upload
 from .importing import ImportProblems
@@ -44,6 +45,29 @@ def _outcome(data, files, *, actor, source: str) -> dict:
     }
 
 
+class CragMmOutcomeSerializer(serializers.Serializer):
+    """A dry run's plan or an import's result: the same fields for both."""
+
+    dry_run = serializers.BooleanField()
+    summary = serializers.ListField(child=serializers.CharField())
+    imported = serializers.ListField(child=serializers.CharField(), help_text="empty in a dry run")
+    skipped = serializers.ListField(child=serializers.CharField(), help_text="empty in a dry run")
+    to_import = serializers.IntegerField()
+    needs_entity = serializers.IntegerField()
+    url_only = serializers.IntegerField()
+    left_out = serializers.IntegerField()
+
+
+class CragMmProblemsSerializer(serializers.Serializer):
+    """The import's problems; a request the input boundary refuses has the error body."""
+
+    errors = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="every problem"
+    )
+    detail = serializers.CharField(required=False)
+    field = serializers.CharField(required=False)
+
+
 @access.role_required(access.ADMIN)
 def import_crag_mm_page(request: HttpRequest) -> HttpResponse:
     context: dict = {"splits": SPLITS}
@@ -56,6 +80,9 @@ def import_crag_mm_page(request: HttpRequest) -> HttpResponse:
         except ImportProblems as exc:
             context["problems"] = exc.problems
             status = 400
+        except TooLarge as exc:
+            context["problems"] = [exc.message]
+            status = 413
     template = "annotation/import_crag_mm.html"
     if request.htmx:
         template += "#result"
@@ -82,38 +109,14 @@ def import_crag_mm_page(request: HttpRequest) -> HttpResponse:
         )
     },
     responses={
-        200: inline_serializer(
-            "CragMmDryRun",
-            {
-                "dry_run": serializers.BooleanField(),
-                "summary": serializers.ListField(child=serializers.CharField()),
-                "to_import": serializers.IntegerField(),
-                "needs_entity": serializers.IntegerField(),
-                "url_only": serializers.IntegerField(),
-                "left_out": serializers.IntegerField(),
-            },
-        ),
-        201: inline_serializer(
-            "CragMmImported",
-            {
-                "dry_run": serializers.BooleanField(),
-                "summary": serializers.ListField(child=serializers.CharField()),
-                "imported": serializers.ListField(child=serializers.CharField()),
-                "skipped": serializers.ListField(child=serializers.CharField()),
-            },
-        ),
-        400: inline_serializer(
-            "CragMmProblems",
-            {
-                "errors": serializers.ListField(
-                    child=serializers.CharField(), required=False, help_text="every problem"
-                ),
-                "detail": serializers.CharField(required=False),
-                "field": serializers.CharField(required=False),
-            },
-        ),
+        200: OpenApiResponse(CragMmOutcomeSerializer, description="a dry run"),
+        201: OpenApiResponse(CragMmOutcomeSerializer, description="imported"),
+        400: CragMmProblemsSerializer,
         401: ErrorSerializer,
         403: ErrorSerializer,
+        413: OpenApiResponse(
+            ErrorSerializer, description="the entities file is over IMPORT_MAX_MANIFEST_BYTES"
+        ),
     },
 )
 @api_view(["POST"])
@@ -125,5 +128,5 @@ def import_crag_mm_api(request: Request) -> Response:
             request.data, request.FILES, actor=request.user, source=ImportBatch.Source.API
         )
     except ImportProblems as exc:
-        return Response({"errors": exc.problems}, status=400)
-    return Response(body, status=200 if body["dry_run"] else 201)
+        return rendered(CragMmProblemsSerializer, {"errors": exc.problems}, status=400)
+    return rendered(CragMmOutcomeSerializer, body, status=200 if body["dry_run"] else 201)

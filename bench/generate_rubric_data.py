@@ -54,7 +54,6 @@ from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from generate_review_data import DOMAINS, ENTITIES, QUESTIONS, shared_photo  # noqa: E402
 
-from annotation.access import RUBRIC_REVISER  # noqa: E402
 from annotation.models import (  # noqa: E402
     Candidate,
     CandidateOrigin,
@@ -64,6 +63,7 @@ from annotation.models import (  # noqa: E402
     ImportBatch,
     Popularity,
 )
+from core.access import RUBRIC_REVISER  # noqa: E402
 from rubrics.compiler import TIERS, compile_document  # noqa: E402
 from rubrics.models import Rubric, Stage  # noqa: E402
 from rubrics.services import rubric_version_create  # noqa: E402

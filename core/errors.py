@@ -40,3 +40,15 @@ class NotFound(DomainError):
 
 class Conflict(DomainError):
     status = 409
+
+
+class Unavailable(DomainError):
+    """A service the request needs is down (the task queue): 503, nothing written."""
+
+    status = 503
+
+
+class TooLarge(DomainError):
+    """An upload over its cap: 413, refused before it is read."""
+
+    status = 413

@@ -4,6 +4,7 @@ for pages and htmx partials, and a middleware backstop for anything a view let t
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -20,6 +21,21 @@ class ErrorSerializer(serializers.Serializer):
 
     detail = serializers.CharField()
     field = serializers.CharField(required=False, help_text="the input at fault, when one is")
+
+
+def rendered(
+    serializer: type[serializers.BaseSerializer],
+    data: Any,
+    *,
+    many: bool = False,
+    status: int = 200,
+    **context: Any,
+) -> Response:
+    """An API answer rendered through the serializer its schema names (an object or a dict
+    read through the serializer's fields), so that the body is what the schema documents: a
+    field the serializer lacks is not sent, a field it needs and the data lacks is an error
+    here rather than a silent change of the contract."""
+    return Response(serializer(data, many=many, context=context).data, status=status)
 
 
 def _first_message(detail) -> str:

@@ -17,6 +17,9 @@ from .errors import InvalidInput
 # those); lone surrogates (U+D800-DFFF) cannot be stored in UTF-8 at all.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 _LINE_BREAKS = re.compile(r"[\t\n\r\u2028\u2029\x85]")
+# The explicit bidirectional embeddings, overrides and isolates: in a name (a model, an entity)
+# they make it display as another text ("Trojan Source"). Marks (U+200E, U+200F) stay allowed.
+_BIDI_CONTROLS = re.compile(r"[\u202a-\u202e\u2066-\u2069]")
 
 SOURCE_ID_MAX = 200
 SOURCE_ID_PATTERN = r"[A-Za-z0-9_.:-]+"
@@ -27,11 +30,19 @@ _SOURCE_ID = re.compile(rf"\A{SOURCE_ID_PATTERN}\Z")
 MAX_VALUE = 20_000
 
 
-def bad_character(value: str, *, multiline: bool = True) -> str | None:
-    """A description of the first character the text may not hold, or None."""
+def bad_character(
+    value: str, *, multiline: bool = True, bidi_controls: bool | None = None
+) -> str | None:
+    """A description of the first character the text may not hold, or None. A single-line text
+    (a name) holds no line break and no bidirectional override; `bidi_controls` says otherwise
+    for either kind."""
+    if bidi_controls is None:
+        bidi_controls = multiline
     found = _CONTROL.search(value)
     if found is None and not multiline:
         found = _LINE_BREAKS.search(value)
+    if found is None and not bidi_controls:
+        found = _BIDI_CONTROLS.search(value)
     if found is None:
         return None
     char = found.group()
@@ -47,9 +58,11 @@ def clean_text(
     required: bool = False,
     multiline: bool = True,
     strip: bool = True,
+    bidi_controls: bool | None = None,
 ) -> str:
     """The text, stripped, or InvalidInput naming the field: not text, empty when required,
-    holding a control character, or longer than `limit` characters."""
+    holding a control character (or, in a single-line text, a line break or a bidirectional
+    override), or longer than `limit` characters."""
     if value is None:
         value = ""
     if not isinstance(value, str):
@@ -60,10 +73,46 @@ def clean_text(
         raise InvalidInput(f"{field} is required.", field)
     if len(value) > limit:
         raise InvalidInput(f"{field} is longer than {limit} characters.", field)
-    bad = bad_character(value, multiline=multiline)
+    bad = bad_character(value, multiline=multiline, bidi_controls=bidi_controls)
     if bad:
         raise InvalidInput(f"{field} may not contain {bad}.", field)
     return value
+
+
+def json_text_problems(
+    value: Any, path: str, *, limit: int, bidi_controls: bool = True, most: int = 20
+) -> list[str]:
+    """The problems of every text inside a decoded JSON value (its strings and its objects'
+    keys), each named by its JSON path, as clean_text would state them: the database would
+    refuse a NUL inside a JSON column as it does in a text one. At most `most` problems."""
+    problems: list[str] = []
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack and len(problems) < most:
+        node, where = stack.pop()
+        if isinstance(node, str):
+            try:
+                clean_text(node, where, limit=limit, strip=False, bidi_controls=bidi_controls)
+            except InvalidInput as exc:
+                problems.append(exc.message)
+        elif isinstance(node, dict):
+            children = []
+            for key, child in node.items():
+                bad = bad_character(key, multiline=False)
+                if bad or len(key) > limit:
+                    problems.append(
+                        f"{where} has a key that "
+                        + (
+                            f"may not contain {bad}."
+                            if bad
+                            else f"is longer than {limit} characters."
+                        )
+                    )
+                    continue
+                children.append((child, f"{where}.{key}"))
+            stack.extend(reversed(children))
+        elif isinstance(node, list):
+            stack.extend(reversed([(child, f"{where}[{i}]") for i, child in enumerate(node)]))
+    return problems[:most]
 
 
 def clean_source_id(value: Any, field: str = "source_id") -> str:

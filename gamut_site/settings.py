@@ -233,6 +233,9 @@ REVIEW_LEASE = timedelta(seconds=envint("REVIEW_LEASE_SECONDS", 30 * 60))
 IMPORT_MAX_FILE_BYTES = envint("IMPORT_MAX_FILE_BYTES", 20 * 1024 * 1024)  # one image
 IMPORT_MAX_TOTAL_BYTES = envint("IMPORT_MAX_TOTAL_BYTES", 2 * 1024 * 1024 * 1024)  # one import
 IMPORT_MAX_MEMBERS = envint("IMPORT_MAX_MEMBERS", 20_000)  # entries in one zip
+# The manifest (and the CRAG-MM entities file) an upload may carry: read whole into memory, so
+# capped before a byte of it is read. 100,000 lines of a few hundred bytes fit.
+IMPORT_MAX_MANIFEST_BYTES = envint("IMPORT_MAX_MANIFEST_BYTES", 64 * 1024 * 1024)
 # Pillow's MAX_IMAGE_PIXELS (set from this at start-up): a larger image is refused unread, so a
 # small file that decodes to gigabytes (a decompression bomb) never does. Pillow's own default.
 IMAGE_MAX_PIXELS = envint("IMAGE_MAX_PIXELS", 89_478_485)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
@@ -18,7 +18,8 @@ from rest_framework.response import Response
 from annotation.models import FinalQuestion
 from core import access
 from core.errors import InvalidInput, NotFound
-from core.http import ErrorSerializer
+from core.http import ErrorSerializer, rendered
+from llm.api import QUEUE_DOWN, JobSerializer
 
 from . import reports
 from .analysis import LABELS
@@ -278,8 +279,8 @@ def _setting(request: Request) -> str:
     return setting
 
 
-def _answer(build) -> Response:
-    return Response(build())
+def _answer(serializer: type[serializers.Serializer], build) -> Response:
+    return rendered(serializer, build())
 
 
 @extend_schema(
@@ -294,7 +295,7 @@ def leaderboard_detail(request: Request) -> Response:
         judge, setting = _judge(request), _setting(request)
         return board_as_dict(leaderboard(judge=judge, setting=setting, settings=scoring_settings()))
 
-    return _answer(build)
+    return _answer(LeaderboardSerializer, build)
 
 
 @extend_schema(
@@ -308,7 +309,7 @@ def settings_detail(request: Request) -> Response:
     def build() -> dict:
         return reports.settings_report(_judge(request))
 
-    return _answer(build)
+    return _answer(SettingsReportSerializer, build)
 
 
 @extend_schema(
@@ -335,7 +336,7 @@ def judges_detail(request: Request) -> Response:
         judge_b = _named_judge(request, "b") or next((j for j in judges if j != judge_a), None)
         return reports.judges_report(setting=setting, judge_a=judge_a, judge_b=judge_b)
 
-    return _answer(build)
+    return _answer(JudgesReportSerializer, build)
 
 
 @extend_schema(
@@ -354,7 +355,7 @@ def question_detail(request: Request, source_id: str) -> Response:
             question, image_url=request.build_absolute_uri(reports.image_url_for(source_id))
         )
 
-    return _answer(build)
+    return _answer(QuestionReportSerializer, build)
 
 
 class AgreementRowSerializer(serializers.Serializer):
@@ -392,7 +393,7 @@ def spot_check_agreement(request: Request) -> Response:
             "progress": spot_check_progress(),
         }
 
-    return _answer(build)
+    return _answer(AgreementSerializer, build)
 
 
 class FlaggedCheckSerializer(serializers.Serializer):
@@ -436,7 +437,7 @@ class FlaggedChecksSerializer(serializers.Serializer):
     message="Only rubric revisers and admins read the flagged checks.",
 )
 def flagged_checks(request: Request) -> Response:
-    return Response(check_report(_judge(request), _setting(request)))
+    return rendered(FlaggedChecksSerializer, check_report(_judge(request), _setting(request)))
 
 
 # --- judging runs (admins): collect responses and judge, as /judging/runs/ does -------------
@@ -521,21 +522,15 @@ class RunEstimateSerializer(serializers.Serializer):
     calls = serializers.IntegerField(help_text="at most: copies by key and the cache make it fewer")
     tokens_in = serializers.IntegerField()
     tokens_out = serializers.IntegerField()
-    cost = serializers.DecimalField(max_digits=14, decimal_places=6, coerce_to_string=False)
+    # Not rounded: the estimate's cost is exact (tokens times the price per million).
+    cost = serializers.DecimalField(max_digits=None, decimal_places=None, coerce_to_string=False)
     model = serializers.CharField()
     note = serializers.CharField()
 
 
-def _run_estimate_dict(est: Any) -> dict[str, Any]:
-    return {
-        "items": est.items,
-        "calls": est.calls,
-        "tokens_in": est.tokens_in,
-        "tokens_out": est.tokens_out,
-        "cost": est.cost,
-        "model": est.model,
-        "note": est.note,
-    }
+class RunLaunchedSerializer(serializers.Serializer):
+    job = JobSerializer(help_text="as GET /api/jobs/{id}/ shows it")
+    estimate = RunEstimateSerializer()
 
 
 def _run_planned(request: Request) -> tuple[Any, Response | None]:
@@ -551,7 +546,7 @@ def _run_planned(request: Request) -> tuple[Any, Response | None]:
         return None, invalid
     assert data is not None
     try:
-        return (data, _run_estimate_dict(run_estimate(data["what"], data))), None
+        return (data, run_estimate(data["what"], data)), None
     except JobError as exc:
         return None, refused(str(exc), "what", code=409)
 
@@ -570,17 +565,18 @@ def _run_planned(request: Request) -> tuple[Any, Response | None]:
 @api_view(["POST"])
 def run_estimate_view(request: Request) -> Response:
     planned, refusal = _run_planned(request)
-    return refusal if refusal is not None else Response(planned[1])
+    return refusal if refusal is not None else rendered(RunEstimateSerializer, planned[1])
 
 
 @extend_schema(
     summary="Launch a judging run (admins), estimated first",
     request=RunSerializer,
     responses={
-        201: OpenApiTypes.OBJECT,
+        201: RunLaunchedSerializer,
         400: ErrorSerializer,
         403: ErrorSerializer,
         409: ErrorSerializer,
+        503: OpenApiResponse(ErrorSerializer, description=QUEUE_DOWN),
     },
     description='Answers `{"job", "estimate"}`: the job as GET /api/jobs/{id}/ '
     "shows it (watch, cancel and retry it there), and its estimate.",
@@ -601,4 +597,4 @@ def run_launch_view(request: Request) -> Response:
     except JobError as exc:
         return refused(str(exc), "what", code=409)
     job.refresh_from_db()  # a worker may have claimed items since the commit: one state shown
-    return Response({"job": job_dict(job), "estimate": estimate}, status=201)
+    return rendered(RunLaunchedSerializer, {"job": job_dict(job), "estimate": estimate}, status=201)

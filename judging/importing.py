@@ -17,10 +17,36 @@ from django.db import transaction
 
 from annotation.importing import ImportProblems, json_line
 from annotation.models import FinalQuestion
+from core.errors import InvalidInput
+from core.text import clean_source_id, clean_text
 
 from .models import EvaluatedModel, Response, Setting
 
 FIELDS = ("source_id", "model", "setting", "response")
+MODEL_MAX = 100  # EvaluatedModel.name's max_length
+# An answer is long prose (a deep-research report can run to tens of thousands of characters);
+# the cap keeps one line from storing megabytes.
+RESPONSE_MAX = 200_000
+
+
+def _text_problems(obj: dict) -> list[str]:
+    """The boundary's checks (core.text) on the line's texts: a safe source id, a model name of
+    one line without controls or bidirectional overrides, an answer without control
+    characters, each within its length."""
+    checks = {
+        "source_id": lambda value: clean_source_id(value.strip()),
+        "model": lambda value: clean_text(value, "model", limit=MODEL_MAX, multiline=False),
+        "response": lambda value: clean_text(value, "response", limit=RESPONSE_MAX, strip=False),
+    }
+    problems = []
+    for name, check in checks.items():
+        value = obj.get(name)
+        if isinstance(value, str) and value.strip():
+            try:
+                check(value)
+            except InvalidInput as exc:
+                problems.append(exc.message)
+    return problems
 
 
 @dataclass
@@ -65,10 +91,11 @@ def responses_parse(lines: Iterable[str]) -> list[ResponseEntry]:
                 line_problems.append(f"field {name!r} must be non-empty text")
         unknown = sorted(set(obj) - set(FIELDS))
         if unknown:
-            line_problems.append(f"unknown field {unknown[0]!r}")
+            line_problems.append(f"unknown field {unknown[0][:60]!r}")
+        line_problems += _text_problems(obj)
         setting = obj.get("setting")
         if isinstance(setting, str) and setting.strip() and setting not in Setting.values:
-            line_problems.append(f"setting must be multimodal or text_only, not {setting!r}")
+            line_problems.append(f"setting must be multimodal or text_only, not {setting[:60]!r}")
         if line_problems:
             problems.append((number, "; ".join(line_problems)))
             continue

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation.models import FinalQuestion
 from core import access
+from core.errors import Unavailable
 from llm.batch import BATCH_PRICE_FACTOR
 from llm.jobs import JobError
 from llm.launchers import parse_ids
@@ -266,6 +267,9 @@ def runs_launch(request: HttpRequest) -> HttpResponse:
     except JobError as exc:
         messages.error(request, str(exc))
         return redirect("judging_runs")
+    except Unavailable as exc:
+        messages.error(request, exc.message)
+        return render(request, "judging/runs.html", _context({what: form}), status=exc.status)
     messages.success(request, f"Job {job.pk} launched with {job.items_total} item(s).")
     return redirect("job", job_id=job.pk)
 

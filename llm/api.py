@@ -12,19 +12,20 @@ from typing import Any
 
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from annotation.api import ErrorSerializer
 from core import access
+from core.http import ErrorSerializer, rendered
 
 from . import jobs, launchers
 from .models import Job
 
 JOBS_LISTED = 50
+QUEUE_DOWN = "the task queue is unreachable: nothing was launched or saved; try again"
 FAILURES_LISTED = 100
 SCOPES = ("all", "filter", "ids")
 
@@ -36,7 +37,7 @@ def refused(detail: str, field: str | None = None, *, code: int = 400) -> Respon
     body = {"detail": detail}
     if field:
         body["field"] = field
-    return Response(body, status=code)
+    return rendered(ErrorSerializer, body, status=code)
 
 
 def admins_only(request: Request) -> Response | None:
@@ -123,8 +124,13 @@ class EstimateSerializer(serializers.Serializer):
     tokens_in_max = serializers.IntegerField()
     tokens_out_min = serializers.IntegerField()
     tokens_out_max = serializers.IntegerField()
-    cost_min = serializers.DecimalField(max_digits=14, decimal_places=6, coerce_to_string=False)
-    cost_max = serializers.DecimalField(max_digits=14, decimal_places=6, coerce_to_string=False)
+    # Not rounded: an estimate's cost is exact (tokens times the price per million).
+    cost_min = serializers.DecimalField(
+        max_digits=None, decimal_places=None, coerce_to_string=False
+    )
+    cost_max = serializers.DecimalField(
+        max_digits=None, decimal_places=None, coerce_to_string=False
+    )
 
 
 class JobFailureSerializer(serializers.Serializer):
@@ -159,6 +165,16 @@ class JobSerializer(serializers.Serializer):
     last_error = serializers.CharField()
     failures = JobFailureSerializer(many=True, help_text="the latest failed items, newest first")
     page = serializers.CharField(help_text="the job's page in the console")
+
+
+class LaunchedJobSerializer(serializers.Serializer):
+    job = JobSerializer()
+    estimate = EstimateSerializer()
+
+
+class RetriedJobSerializer(serializers.Serializer):
+    retried = serializers.IntegerField()
+    job = JobSerializer()
 
 
 class StageSerializer(serializers.Serializer):
@@ -237,7 +253,8 @@ _ERRORS = {400: ErrorSerializer, 403: ErrorSerializer}
 def stage_list(request: Request) -> Response:
     if (denied := admins_only(request)) is not None:
         return denied
-    return Response(
+    return rendered(
+        StageSerializer,
         [
             {
                 "key": x.key,
@@ -247,7 +264,8 @@ def stage_list(request: Request) -> Response:
                 "states": [value for value, _ in x.states],
             }
             for x in launchers.all_launchers()
-        ]
+        ],
+        many=True,
     )
 
 
@@ -281,17 +299,16 @@ def job_estimate(request: Request) -> Response:
     if (denied := admins_only(request)) is not None:
         return denied
     planned, refusal = _planned(request)
-    return refusal if refusal is not None else Response(planned[3])
+    return refusal if refusal is not None else rendered(EstimateSerializer, planned[3])
 
 
 @extend_schema(
     summary="Launch a stage over a scope (admins)",
     request=ScopeSerializer,
     responses={
-        201: inline_serializer(
-            "LaunchedJob", {"job": JobSerializer(), "estimate": EstimateSerializer()}
-        ),
+        201: LaunchedJobSerializer,
         409: ErrorSerializer,
+        503: OpenApiResponse(ErrorSerializer, description=QUEUE_DOWN),
         **_ERRORS,
     },
     description="Estimates first (as POST /api/jobs/estimate/ does, returned beside the job), "
@@ -310,7 +327,11 @@ def job_launch(request: Request) -> Response:
     except jobs.JobError as exc:
         return refused(str(exc), "stage", code=409)
     job.refresh_from_db()  # a worker may have claimed items since the commit: one state shown
-    return Response({"job": job_dict(job), "estimate": estimate}, status=status.HTTP_201_CREATED)
+    return rendered(
+        LaunchedJobSerializer,
+        {"job": job_dict(job), "estimate": estimate},
+        status=status.HTTP_201_CREATED,
+    )
 
 
 @extend_schema(
@@ -329,7 +350,9 @@ def job_list(request: Request) -> Response:
     for field in ("kind", "status"):
         if request.query_params.get(field):
             found = found.filter(**{field: request.query_params[field]})
-    return Response([job_dict(job, failures=0) for job in found[:JOBS_LISTED]])
+    return rendered(
+        JobSerializer, [job_dict(job, failures=0) for job in found[:JOBS_LISTED]], many=True
+    )
 
 
 @extend_schema(
@@ -340,7 +363,7 @@ def job_list(request: Request) -> Response:
 def job_detail(request: Request, job_id: int) -> Response:
     if (denied := admins_only(request)) is not None:
         return denied
-    return Response(job_dict(get_object_or_404(Job, pk=job_id)))
+    return rendered(JobSerializer, job_dict(get_object_or_404(Job, pk=job_id)))
 
 
 @extend_schema(
@@ -362,19 +385,18 @@ def job_cancel(request: Request, job_id: int) -> Response:
         job = jobs.job_cancel(job_id=job.pk)
     except jobs.JobError as exc:
         return refused(str(exc), code=409)
-    return Response(job_dict(job))
+    return rendered(JobSerializer, job_dict(job))
 
 
 @extend_schema(
     summary="Retry a job's failed items (admins)",
     request=None,
     responses={
-        200: inline_serializer(
-            "RetriedJob", {"retried": serializers.IntegerField(), "job": JobSerializer()}
-        ),
+        200: RetriedJobSerializer,
         403: ErrorSerializer,
         404: ErrorSerializer,
         409: ErrorSerializer,
+        503: OpenApiResponse(ErrorSerializer, description=QUEUE_DOWN),
     },
 )
 @api_view(["POST"])
@@ -387,4 +409,4 @@ def job_retry(request: Request, job_id: int) -> Response:
     except jobs.JobError as exc:
         return refused(str(exc), code=409)
     job.refresh_from_db()
-    return Response({"retried": retried, "job": job_dict(job)})
+    return rendered(RetriedJobSerializer, {"retried": retried, "job": job_dict(job)})

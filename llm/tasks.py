@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Callable
 
 from celery import shared_task
+from celery.contrib.django.task import DjangoTask
+from django.db import transaction
+from kombu.exceptions import OperationalError
+
+from core.errors import Unavailable
 
 from . import jobs
 from .gateway import Gateway, gateway_from_settings
@@ -14,7 +21,46 @@ from .gateway import Gateway, gateway_from_settings
 GATEWAY_FACTORY: Callable[[], Gateway] = gateway_from_settings
 
 
-@shared_task(name="llm.tasks.run_job_chunk", acks_late=True, ignore_result=True)
+log = logging.getLogger(__name__)
+
+QUEUE_UNREACHABLE = (
+    "The task queue (the Celery broker, Redis) is unreachable, so nothing was launched and "
+    "nothing was saved. Try again once it is back."
+)
+BROKER_CHECK_SECONDS = 3
+
+
+def queue_check(app) -> None:
+    """Unavailable (503) unless the broker answers now: checked inside the launch's
+    transaction, so a launch that could not start is rolled back whole rather than saved as a
+    job nobody will run (and a client retrying a 503 makes no second job)."""
+    if app.conf.task_always_eager:
+        return
+    try:
+        with app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=0, timeout=BROKER_CHECK_SECONDS)
+    except (OperationalError, OSError) as exc:
+        log.warning("task queue unreachable: %s", exc)
+        raise Unavailable(QUEUE_UNREACHABLE) from exc
+
+
+class QueuedTask(DjangoTask):
+    """delay_on_commit that checks the broker before the commit and never turns a send that
+    fails after it into an error: the rows are committed by then, and the periodic sweep
+    (jobs_sweep) sends a chunk to every job with ready items and no live lease."""
+
+    def delay_on_commit(self, *args, **kwargs) -> None:
+        queue_check(self.app)
+        transaction.on_commit(functools.partial(self._send_or_log, *args, **kwargs))
+
+    def _send_or_log(self, *args, **kwargs) -> None:
+        try:
+            self.delay(*args, **kwargs)
+        except OperationalError as exc:
+            log.warning("%s%s not sent (the sweep sends it later): %s", self.name, args, exc)
+
+
+@shared_task(name="llm.tasks.run_job_chunk", base=QueuedTask, acks_late=True, ignore_result=True)
 def run_job_chunk(job_id: int) -> int:
     """Run one chunk of a job's items; the chunk enqueues the next while items remain.
     Safe to redeliver: claims and recordings are conditional on the item's lease token."""

@@ -18,6 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from core import access
+from core.errors import Unavailable
 
 from . import jobs, launchers
 from .models import ItemStatus, Job, JobItem, JobStatus, LedgerEntry
@@ -206,6 +207,9 @@ def job_retry(request: HttpRequest, job_id: int) -> HttpResponse:
         retried = jobs.job_retry_failed(job_id=job.pk)
     except jobs.JobError as exc:
         messages.error(request, str(exc))
+    except Unavailable as exc:
+        messages.error(request, exc.message)
+        return redirect("job", job_id=job.pk)
     else:
         messages.success(request, f"Job {job.pk}: {retried} failed item(s) queued again.")
     return redirect("job", job_id=job.pk)
@@ -284,6 +288,10 @@ def job_launch(request: HttpRequest) -> HttpResponse:
     except jobs.JobError as exc:
         messages.error(request, str(exc))
         return redirect("jobs")
+    except Unavailable as exc:
+        # Rolled back: the console again, saying why, with the status a script can read.
+        messages.error(request, exc.message)
+        return render(request, "llm/jobs.html", _jobs_context(request), status=exc.status)
     messages.success(
         request, f"{launcher.label}: job {job.pk} launched with {job.items_total} item(s)."
     )

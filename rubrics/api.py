@@ -16,7 +16,7 @@ from rest_framework.response import Response
 
 from core import access
 from core.errors import DomainError
-from core.http import ErrorSerializer
+from core.http import ErrorSerializer, rendered
 
 from . import services
 from .compiler import TIERS
@@ -74,15 +74,17 @@ def benchmark_export(request: Request) -> FileResponse | Response:
     # response owns the file once it is returned and closes (and so deletes) it.
     layout = request.query_params.get("layout", "gamut")
     if layout not in LAYOUTS:
-        return Response(
-            {"detail": "layout must be gamut or huggingface", "field": "layout"}, status=400
+        return rendered(
+            ErrorSerializer,
+            {"detail": "layout must be gamut or huggingface", "field": "layout"},
+            status=400,
         )
     handle = tempfile.TemporaryFile()  # noqa: SIM115
     try:
         manifest = export_to_zip(handle, LAYOUTS[layout])
     except ExportError as exc:
         handle.close()
-        return Response({"detail": str(exc)}, status=500)
+        return rendered(ErrorSerializer, {"detail": str(exc)}, status=500)
     except BaseException:
         handle.close()
         raise
@@ -137,6 +139,12 @@ class VersionSerializer(serializers.Serializer):
     meta_rubric = serializers.DictField()
     checks = WorkspaceCheckSerializer(many=True, help_text="in order, deleted ones included")
     warnings = WarningSerializer(many=True)
+
+
+class StaleSerializer(ErrorSerializer):
+    current = VersionSerializer(
+        required=False, help_text="the version as it stands now, when someone saved in between"
+    )
 
 
 class EditedSerializer(serializers.Serializer):
@@ -251,12 +259,14 @@ def _refusal(exc: DomainError, version_id: int, user: Any) -> Response:
         version = _version(version_id)
         if version is not None:
             body["current"] = version_dict(version, user)
-    return Response(body, status=exc.status)
+    return rendered(StaleSerializer, body, status=exc.status)
 
 
 def _reviser_only(request: Request) -> Response | None:
     if not services.is_reviser(request.user):
-        return Response({"detail": "Only rubric revisers edit rubrics."}, status=403)
+        return rendered(
+            ErrorSerializer, {"detail": "Only rubric revisers edit rubrics."}, status=403
+        )
     return None
 
 
@@ -281,12 +291,17 @@ def _edit(
         row = action(user=request.user, version_id=version_id, **fields, **data)
     except DomainError as exc:
         return _refusal(exc, version_id, request.user)
-    return Response(
-        {"check": _check(row), "revision": data["revision"] + 1}, status=201 if created else 200
+    return rendered(
+        EditedSerializer,
+        {"check": _check(row), "revision": data["revision"] + 1},
+        status=201 if created else 200,
     )
 
 
-_EDIT_ERRORS = dict.fromkeys((400, 403, 404, 409), ErrorSerializer)
+_EDIT_ERRORS = {
+    **dict.fromkeys((400, 403, 404), ErrorSerializer),
+    409: StaleSerializer,
+}
 
 
 @extend_schema(
@@ -303,7 +318,7 @@ def workspace_claim(request: Request) -> Response:
     version = services.revision_claim(user=request.user)
     if version is None:
         return Response(status=204)
-    return Response(version_dict(_version(version.pk), request.user))
+    return rendered(VersionSerializer, version_dict(_version(version.pk), request.user))
 
 
 @extend_schema(
@@ -313,13 +328,17 @@ def workspace_claim(request: Request) -> Response:
 @api_view(["GET"])
 def workspace_detail(request: Request, version_id: int) -> Response:
     if not (services.is_reviser(request.user) or access.is_admin(request.user)):
-        return Response(
-            {"detail": "Only rubric revisers and admins read rubric versions."}, status=403
+        return rendered(
+            ErrorSerializer,
+            {"detail": "Only rubric revisers and admins read rubric versions."},
+            status=403,
         )
     version = _version(version_id)
     if version is None:
-        return Response({"detail": f"There is no rubric version {version_id}."}, status=404)
-    return Response(version_dict(version, request.user))
+        return rendered(
+            ErrorSerializer, {"detail": f"There is no rubric version {version_id}."}, status=404
+        )
+    return rendered(VersionSerializer, version_dict(version, request.user))
 
 
 @extend_schema(
@@ -403,4 +422,4 @@ def workspace_complete(request: Request, version_id: int) -> Response:
         )
     except DomainError as exc:
         return _refusal(exc, version_id, request.user)
-    return Response(version_dict(_version(version_id), request.user))
+    return rendered(VersionSerializer, version_dict(_version(version_id), request.user))

@@ -25,6 +25,8 @@ from django.utils import timezone
 
 from annotation.importing import json_line
 from annotation.models import AuditEvent, FinalQuestion, Image
+from core.errors import InvalidInput
+from core.text import MAX_VALUE, clean_source_id, json_text_problems
 
 from . import compiler, services
 from .models import HUMAN_STAGES, STAGE_ORDER, RubricVersion, Stage
@@ -36,6 +38,9 @@ DEFAULT_STAGE = Stage.IMPORTED
 IMPORTABLE_STAGES: tuple[str, ...] = tuple(s.value for s in STAGE_ORDER if s not in HUMAN_STAGES)
 MADE_BY_MODEL = "import"
 CHUNK = 500  # source ids per query
+# Any one text of a meta-rubric (a statement, an option, a snippet's evidence): the limit of any
+# one value of a request, so a line cannot store what the API would refuse.
+META_TEXT_MAX = MAX_VALUE
 
 Progress = Callable[[Iterable], Iterable]
 
@@ -108,7 +113,7 @@ def _stage_problem(stage: Any) -> str | None:
             f"not imported (use one of {', '.join(IMPORTABLE_STAGES)})"
         )
     if stage not in IMPORTABLE_STAGES:
-        return f"unknown stage {stage!r}; expected one of {', '.join(IMPORTABLE_STAGES)}"
+        return f"unknown stage {stage[:60]!r}; expected one of {', '.join(IMPORTABLE_STAGES)}"
     return None
 
 
@@ -125,15 +130,26 @@ def _line_problems(obj: Any) -> tuple[list[str], RubricEntry | None]:
         for name in sorted(set(obj) - set(FIELDS))
     ]
     source_id = obj.get("source_id")
-    if "source_id" in obj and (not isinstance(source_id, str) or not source_id.strip()):
+    usable = isinstance(source_id, str) and bool(source_id.strip())
+    if "source_id" in obj and not usable:
         problems.append("source_id must be non-empty text")
+    elif usable:
+        try:
+            clean_source_id(source_id.strip())
+        except InvalidInput as exc:
+            problems.append(exc.message)
+            usable = False
     stage = obj.get("stage", DEFAULT_STAGE.value)
     stage_problem = _stage_problem(stage)
     if stage_problem:
         problems.append(stage_problem)
     if "meta_rubric" in obj:
+        # The texts first: a NUL or an override is refused whatever the compiler thinks of it.
+        problems += json_text_problems(
+            obj["meta_rubric"], "meta_rubric", limit=META_TEXT_MAX, bidi_controls=False
+        )
         problems += _meta_problems(obj["meta_rubric"])
-    if not isinstance(source_id, str) or not source_id.strip():
+    if not usable:
         return problems, None
     return problems, RubricEntry(
         line=0,
@@ -166,7 +182,7 @@ def _parse_lines(
             earlier = first_line_of.setdefault(key, number)
             if earlier != number:
                 report.messages.append(
-                    f"source_id {key[0]!r} with stage {key[1]!r} repeats line {earlier}"
+                    f"source_id {key[0][:200]!r} with stage {key[1]!r} repeats line {earlier}"
                 )
         if entry is not None:
             entry.line = number

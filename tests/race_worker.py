@@ -43,6 +43,7 @@ def main(username: str, seed: int, deadline_s: float, go_file: str) -> int:
 
     from annotation import services
     from annotation.models import Candidate, CandidateStatus
+    from core.errors import Conflict, NotAllowed
 
     rng = random.Random(seed)
     user = User.objects.get(username=username)
@@ -104,7 +105,7 @@ def main(username: str, seed: int, deadline_s: float, go_file: str) -> int:
                 error=type(exc).__name__,
                 message=exc.message,
             )
-            if how == "own" and not isinstance(exc, services.NotAllowed):
+            if how == "own" and not isinstance(exc, NotAllowed):
                 emit(
                     event="violation",
                     what="own candidate refused with the wrong error",
@@ -141,7 +142,7 @@ def main(username: str, seed: int, deadline_s: float, go_file: str) -> int:
                 review = services.review_submit(
                     user=user, candidate_id=candidate_id, decision=rng.choice(["accept", "discard"])
                 )
-            except services.Conflict:
+            except Conflict:
                 count("resubmit:Conflict")
                 emit(event="refused", how="resubmit", candidate=candidate_id, error="Conflict")
             except services.ReviewError as exc:

@@ -13,7 +13,7 @@ from annotation import services
 from annotation.importing import ImportProblems, manifest_parse
 from annotation.models import Candidate, FinalQuestion, Image, Review
 from conftest import png_bytes
-from core.errors import Conflict
+from core.errors import Conflict, InvalidInput
 from core.http import DomainErrorMiddleware
 from core.text import clean_int, clean_source_id, clean_text
 from rubrics import services as rubric_services
@@ -54,6 +54,16 @@ def test_what_people_write_passes():
         clean_text("two\nlines", "source", limit=100, multiline=False)
     with pytest.raises(Exception, match="comment is longer than 10 characters"):
         clean_text("x" * 11, "comment", limit=10)
+
+
+def test_a_name_may_not_hold_a_bidirectional_override_but_prose_may():
+    for override in ("\u202e", "\u202a", "\u2066", "\u2069"):
+        with pytest.raises(Exception, match=f"model may not contain U\\+{ord(override):04X}"):
+            clean_text(f"gpt{override}5", "model", limit=100, multiline=False)
+    assert clean_text("gpt\u200f5", "model", limit=100, multiline=False) == "gpt\u200f5"
+    assert clean_text("a \u2067b\u2069", "comment", limit=100) == "a \u2067b\u2069"
+    with pytest.raises(Exception, match="U\\+202D"):
+        clean_text("a \u202db", "text", limit=100, bidi_controls=False)
 
 
 @pytest.mark.parametrize("source_id", ["a/b", "a b", "a?b", "a#b", "..", ".", "é", "a\x00", ""])
@@ -254,7 +264,7 @@ def test_an_over_long_delete_reason_is_refused(client, dave, draft):
 def test_review_services_refuse_a_nul_themselves(alice, make_image):
     """The services are a boundary too: commands and tasks call them without a request."""
     _, (candidate,) = make_image()
-    with pytest.raises(services.InvalidInput, match="revised_text may not contain"):
+    with pytest.raises(InvalidInput, match="revised_text may not contain"):
         services.review_submit(
             user=alice, candidate_id=candidate.pk, decision="revise", revised_text="What\x00 is it?"
         )

@@ -5,6 +5,8 @@ import pytest
 from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
+from tests.schema_match import response_mismatches
+
 pytestmark = pytest.mark.django_db
 
 
@@ -37,3 +39,65 @@ def test_an_api_address_that_matches_no_route_answers_json(root):
     assert response.json() == {"detail": "Not found."}
     page = client.get("/no-such-page/")
     assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
+
+
+# --- answers rendered through their serializers match what the schema says -----------------
+
+
+def _api(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_review_and_adjudication_answers_match_the_schema(schema, alice, bob, carol, make_image):
+    _, (candidate,) = make_image(texts=["What is this?"])
+    answers = [
+        ("/api/review/claim/", "post", _api(alice).post("/api/review/claim/")),
+        (
+            "/api/candidates/{candidate_id}/reviews/",
+            "post",
+            _api(alice).post(
+                f"/api/candidates/{candidate.pk}/reviews/", {"decision": "discard"}, format="json"
+            ),
+        ),
+    ]
+    _api(bob).post(
+        f"/api/candidates/{candidate.pk}/reviews/",
+        {"decision": "revise", "revised_text": "What dish is this?"},
+        format="json",
+    )
+    answers += [
+        (
+            "/api/candidates/{candidate_id}/",
+            "get",
+            _api(alice).get(f"/api/candidates/{candidate.pk}/"),
+        ),
+        ("/api/images/{source_id}/", "get", _api(alice).get("/api/images/img-1/")),
+        ("/api/adjudication/claim/", "post", _api(carol).post("/api/adjudication/claim/")),
+        (
+            "/api/candidates/{candidate_id}/adjudication/",
+            "post",
+            _api(carol).post(
+                f"/api/candidates/{candidate.pk}/adjudication/",
+                {"decision": "revise", "revised_text": "What dish is this?"},
+                format="json",
+            ),
+        ),
+    ]
+    for path, method, response in answers:
+        assert response.status_code in (200, 201), (path, response.status_code)
+        assert response_mismatches(schema, path, method, response) == [], path
+
+
+def test_the_schema_describes_every_field_of_the_adjudication_claim(schema):
+    claim = schema["paths"]["/api/adjudication/claim/"]["post"]["responses"]["200"]
+    ref = claim["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+    fields = set(schema["components"]["schemas"][ref]["properties"])
+    assert {"id", "text", "round", "image", "lease", "candidate", "reviews"} <= fields
+
+
+def test_a_judging_run_launch_documents_its_job_and_estimate(schema):
+    launched = schema["paths"]["/api/judging/runs/launch/"]["post"]["responses"]["201"]
+    ref = launched["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+    assert set(schema["components"]["schemas"][ref]["properties"]) == {"job", "estimate"}

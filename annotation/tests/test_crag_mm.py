@@ -329,3 +329,24 @@ def test_the_api_imports_shards_for_admins(client, dataset, root, alice):
     nothing = client.post(url, {})
     assert nothing.status_code == 400
     assert nothing.json() == {"errors": ["no Parquet shard was uploaded"]}
+
+
+@pytest.mark.django_db
+def test_an_entities_file_over_the_cap_is_a_413(client, dataset, root, settings):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.urls import reverse
+
+    settings.IMPORT_MAX_MANIFEST_BYTES = 100
+    client.force_login(root)
+    entities = json.dumps({"session_id": "x", "entity": "y" * 200}).encode()
+    answer = client.post(
+        reverse("api_images_import_crag_mm"),
+        {"shards": _uploads(dataset), "entities": SimpleUploadedFile("e.jsonl", entities)},
+    )
+    assert answer.status_code == 413 and answer.json()["field"] == "entities"
+    page = client.post(
+        reverse("import_crag_mm"),
+        {"shards": _uploads(dataset), "entities": SimpleUploadedFile("e.jsonl", entities)},
+    )
+    assert page.status_code == 413 and "IMPORT_MAX_MANIFEST_BYTES" in page.content.decode()
+    assert not Image.objects.exists()

@@ -447,3 +447,44 @@ def test_lines_naming_one_member_count_once_each_against_the_total(root, setting
     assert "IMPORT_MAX_TOTAL_BYTES" in response.json()["errors"][0]
     settings.IMPORT_MAX_TOTAL_BYTES = len(png_bytes()) * 4
     assert api_import(root, manifest, zip_bytes({"same.png": png_bytes()})).status_code == 201
+
+
+# --- the manifest's own size ------------------------------------------------------------------
+
+
+def test_a_manifest_over_its_cap_is_a_413_on_the_api_and_the_page(client, root, settings):
+    settings.IMPORT_MAX_MANIFEST_BYTES = 1000
+    archive = zip_bytes({"s1.png": png_bytes()})
+    big = "\n".join([line()] + [" " * 100] * 10)  # blank lines: valid, but 1,000+ bytes
+    assert len(big.encode()) > 1000
+    response = api_import(root, big, archive)
+    assert response.status_code == 413
+    assert response.json() == {
+        "detail": f"The manifest is {len(big.encode())} bytes, over the cap of 1000 bytes "
+        "(IMPORT_MAX_MANIFEST_BYTES); split it into smaller imports.",
+        "field": "manifest",
+    }
+    client.force_login(root)
+    page = client.post(
+        "/import/",
+        {"manifest": upload("m.jsonl", big.encode()), "images": upload("i.zip", archive)},
+    )
+    assert page.status_code == 413
+    assert "over the cap of 1000 bytes (IMPORT_MAX_MANIFEST_BYTES)" in page.content.decode()
+    partial = client.post(
+        "/import/",
+        {"manifest": upload("m.jsonl", big.encode()), "images": upload("i.zip", archive)},
+        HTTP_HX_REQUEST="true",
+    )
+    assert "over the cap of 1000 bytes" in partial.content.decode()
+    assert nothing_written()
+    # At the cap, the same manifest is imported.
+    settings.IMPORT_MAX_MANIFEST_BYTES = len(big.encode())
+    assert api_import(root, big, archive).status_code == 201
+
+
+def test_the_schema_documents_the_413(client, root):
+    client.force_login(root)
+    schema = client.get("/api/schema/", {"format": "json"}).json()
+    for path in ("/api/images/import/", "/api/images/import/crag-mm/"):
+        assert "413" in schema["paths"][path]["post"]["responses"], path

@@ -18,6 +18,7 @@ from annotation.models import (
     ReviewClaim,
     image_status,
 )
+from core.errors import Conflict, InvalidInput, NotAllowed, NotFound
 
 pytestmark = pytest.mark.django_db
 
@@ -92,7 +93,7 @@ def test_status_changes_are_audited(alice, bob, make_image):
 def test_only_annotators_review(carol, mallory, root, make_image):
     _, (c,) = make_image()
     for person in (carol, mallory, root):
-        with pytest.raises(services.NotAllowed):
+        with pytest.raises(NotAllowed):
             review(person, c, "accept")
     assert not Review.objects.exists()
 
@@ -100,7 +101,7 @@ def test_only_annotators_review(carol, mallory, root, make_image):
 def test_never_twice(alice, make_image):
     _, (c,) = make_image()
     review(alice, c, "accept")
-    with pytest.raises(services.Conflict, match="already"):
+    with pytest.raises(Conflict, match="already"):
         review(alice, c, "discard")
     assert Review.objects.filter(candidate=c).count() == 1
 
@@ -109,7 +110,7 @@ def test_never_a_third_review(alice, bob, erin, make_image):
     _, (c,) = make_image()
     review(alice, c, "accept")
     review(bob, c, "discard")
-    with pytest.raises(services.Conflict):
+    with pytest.raises(Conflict):
         review(erin, c, "accept")
     assert Review.objects.filter(candidate=c).count() == 2
 
@@ -120,20 +121,20 @@ def test_never_the_author_nor_the_co_author(alice, bob, erin, make_image):
     review(bob, c, "revise", "What is this dish and where does it come from?")
     child = c.children.get()
     for author in (alice, bob):
-        with pytest.raises(services.NotAllowed, match="wrote"):
+        with pytest.raises(NotAllowed, match="wrote"):
             review(author, child, "accept")
     review(erin, child, "accept")
 
 
 def test_revise_needs_text_and_other_decisions_refuse_it(alice, make_image):
     _, (c,) = make_image()
-    with pytest.raises(services.InvalidInput) as missing:
+    with pytest.raises(InvalidInput) as missing:
         review(alice, c, "revise", "   ")
     assert missing.value.field == "revised_text"
-    with pytest.raises(services.InvalidInput) as extra:
+    with pytest.raises(InvalidInput) as extra:
         review(alice, c, "accept", "Some text")
     assert extra.value.field == "revised_text"
-    with pytest.raises(services.InvalidInput, match="Your revision is the same as the question"):
+    with pytest.raises(InvalidInput, match="Your revision is the same as the question"):
         review(alice, c, "revise", c.text.upper())
     assert not Review.objects.exists()
 
@@ -151,13 +152,13 @@ def test_revise_needs_text_and_other_decisions_refuse_it(alice, make_image):
 )
 def test_bad_input_names_the_field(alice, make_image, fields, field):
     _, (c,) = make_image()
-    with pytest.raises(services.InvalidInput) as err:
+    with pytest.raises(InvalidInput) as err:
         services.review_submit(user=alice, candidate_id=c.pk, **fields)
     assert err.value.field == field
 
 
 def test_unknown_candidate(alice):
-    with pytest.raises(services.NotFound):
+    with pytest.raises(NotFound):
         services.review_submit(user=alice, candidate_id=999, decision="accept")
 
 
@@ -280,7 +281,7 @@ def test_nothing_to_claim(alice):
 
 def test_non_annotators_cannot_claim(carol, mallory):
     for person in (carol, mallory):
-        with pytest.raises(services.NotAllowed):
+        with pytest.raises(NotAllowed):
             services.review_claim(user=person)
 
 
@@ -321,7 +322,7 @@ def test_accept_refused_when_nobody_accepted(alice, bob, carol, make_image):
     _, (c,) = make_image()
     review(alice, c, "discard")
     review(bob, c, "revise", "A better question about this dish?")
-    with pytest.raises(services.InvalidInput, match="neither annotator accepted"):
+    with pytest.raises(InvalidInput, match="neither annotator accepted"):
         adjudicate(carol, c, "accept")
     assert status_of(c) == CandidateStatus.DISPUTED
 
@@ -348,16 +349,16 @@ def test_adjudicator_discards(carol, disputed):
 
 
 def test_adjudication_refusals(alice, bob, carol, disputed, make_image):
-    with pytest.raises(services.NotAllowed):
+    with pytest.raises(NotAllowed):
         adjudicate(alice, disputed, "discard")  # not an adjudicator
-    with pytest.raises(services.InvalidInput) as err:
+    with pytest.raises(InvalidInput) as err:
         adjudicate(carol, disputed, "revise", "")
     assert err.value.field == "revised_text"
     _, (open_one,) = make_image("img-2")
-    with pytest.raises(services.Conflict, match="not disputed"):
+    with pytest.raises(Conflict, match="not disputed"):
         adjudicate(carol, open_one, "discard")
     adjudicate(carol, disputed, "discard")
-    with pytest.raises(services.Conflict):
+    with pytest.raises(Conflict):
         adjudicate(carol, disputed, "discard")
 
 
@@ -369,7 +370,7 @@ def test_adjudicator_never_settles_what_they_reviewed(alice, bob, make_image):
     review(alice, c, "accept")
     review(bob, c, "discard")
     alice = type(alice).objects.get(pk=alice.pk)  # fresh role cache
-    with pytest.raises(services.NotAllowed, match="reviewed"):
+    with pytest.raises(NotAllowed, match="reviewed"):
         adjudicate(alice, c, "accept")
     assert services.adjudication_claim(user=alice) is None
 
@@ -419,15 +420,15 @@ def test_accepted_then_promoted(alice, bob, root, make_image):
 
 def test_promotion_refusals(alice, bob, root, make_image):
     _, (c, other) = make_image(texts=["A?", "B?"])
-    with pytest.raises(services.NotAllowed):
+    with pytest.raises(NotAllowed):
         services.final_question_promote(user=alice, candidate_id=c.pk)
-    with pytest.raises(services.Conflict, match="accepted"):
+    with pytest.raises(Conflict, match="accepted"):
         services.final_question_promote(user=root, candidate_id=c.pk)
     for cand in (c, other):
         review(alice, cand, "accept")
         review(bob, cand, "accept")
     services.final_question_promote(user=root, candidate_id=c.pk)
-    with pytest.raises(services.Conflict, match="already"):
+    with pytest.raises(Conflict, match="already"):
         services.final_question_promote(user=root, candidate_id=other.pk)
 
 
@@ -435,7 +436,7 @@ def test_unclaimed_review_cannot_take_a_reserved_slot(alice, bob, erin, make_ima
     _, (c,) = make_image()
     services.review_claim(user=alice)
     services.review_claim(user=bob)
-    with pytest.raises(services.Conflict, match="reserved"):
+    with pytest.raises(Conflict, match="reserved"):
         review(erin, c, "accept")
     review(alice, c, "accept")
     review(bob, c, "discard")  # the claimant's slot was kept for them

@@ -17,6 +17,7 @@ from annotation.models import (
     Review,
     ReviewClaim,
 )
+from core.errors import Conflict, InvalidInput, NotFound
 
 pytestmark = pytest.mark.django_db
 
@@ -42,7 +43,7 @@ def test_the_same_key_twice_records_one_review(make_image, alice):
 def test_without_a_key_a_second_submission_is_refused(make_image, alice):
     _, (c,) = make_image()
     services.review_submit(user=alice, candidate_id=c.pk, decision="accept")
-    with pytest.raises(services.Conflict):
+    with pytest.raises(Conflict):
         services.review_submit(user=alice, candidate_id=c.pk, decision="accept")
 
 
@@ -50,7 +51,7 @@ def test_a_key_of_another_candidate_is_refused_naming_the_field(make_image, alic
     _, (c1, c2) = make_image(texts=["One?", "Two?"])
     key = uuid.uuid4()
     services.review_submit(user=alice, candidate_id=c1.pk, decision="accept", submission_key=key)
-    with pytest.raises(services.InvalidInput) as info:
+    with pytest.raises(InvalidInput) as info:
         services.review_submit(
             user=alice, candidate_id=c2.pk, decision="accept", submission_key=key
         )
@@ -147,7 +148,7 @@ def test_undo_is_refused_once_the_candidate_is_resolved(make_image, alice, bob):
     _, (c,) = make_image()
     services.review_submit(user=alice, candidate_id=c.pk, decision="accept")
     services.review_submit(user=bob, candidate_id=c.pk, decision="accept")
-    with pytest.raises(services.Conflict, match="accepted already"):
+    with pytest.raises(Conflict, match="accepted already"):
         services.review_undo(user=alice)
     assert Review.objects.count() == 2
 
@@ -155,13 +156,13 @@ def test_undo_is_refused_once_the_candidate_is_resolved(make_image, alice, bob):
 def test_undo_of_someone_elses_review_is_not_found(make_image, alice, bob):
     _, (c,) = make_image()
     review = services.review_submit(user=alice, candidate_id=c.pk, decision="accept")
-    with pytest.raises(services.NotFound):
+    with pytest.raises(NotFound):
         services.review_undo(user=bob, review_id=review.pk)
     assert Review.objects.count() == 1
 
 
 def test_undo_without_a_review_is_a_conflict(alice):
-    with pytest.raises(services.Conflict):
+    with pytest.raises(Conflict):
         services.review_undo(user=alice)
 
 
@@ -297,7 +298,7 @@ def test_an_expired_hold_taken_by_others_is_said_so(make_image, alice, bob, erin
     services.review_claim(user=alice, now=past)
     services.review_claim(user=bob)
     services.review_claim(user=erin)
-    with pytest.raises(services.Conflict, match="hold on this candidate ran out"):
+    with pytest.raises(Conflict, match="hold on this candidate ran out"):
         services.review_submit(user=alice, candidate_id=c.pk, decision="accept")
 
 

@@ -160,3 +160,36 @@ def test_import_responses_lists_100_problems_and_counts_the_rest(tmp_path, capsy
     assert lines[99].endswith("line 100: not a JSON object")
     assert lines[100].endswith(": … and 150 more problems")
     assert lines[101] == "250 bad line(s); nothing was imported."
+
+
+def test_import_responses_refuses_hostile_texts_with_their_line(tmp_path, capsys):
+    make_question("q1")
+    path = _write(
+        tmp_path,
+        [
+            _line(),  # 1 fine
+            _line("q/1"),  # 2 unsafe source id
+            _line(model="model\x00a"),  # 3 NUL in the name
+            _line(model="gpt-\u202e5"),  # 4 a bidirectional override in the name
+            _line(model="m" * 101),  # 5 longer than the column
+            _line(response="An \x1b[31manswer"),  # 6 a control character in the answer
+            _line(response="x" * 200_001),  # 7 an answer too long
+            _line(model="model-b", response="\u05e9\u05dc\u05d5\u05dd\n\u200fline two"),  # 8 fine
+        ],
+    )
+    with pytest.raises(SystemExit) as exc:
+        call_command("import_responses", str(path))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    for fragment in (
+        "line 2: source_id may hold only letters, digits and - _ . : (not 'q/1').",
+        "line 3: model may not contain U+0000",
+        "line 4: model may not contain U+202E (right-to-left override)",
+        "line 5: model is longer than 100 characters.",
+        "line 6: response may not contain U+001B",
+        "line 7: response is longer than 200000 characters.",
+        "6 bad line(s); nothing was imported",
+    ):
+        assert fragment in err
+    assert "line 1:" not in err and "line 8:" not in err
+    assert not Response.objects.exists()

@@ -131,3 +131,34 @@ def test_batch_needs_a_gemini_judge(root, setup):
         root, "api_judging_run_estimate", {"what": "judge", "judge": "judge-a", "batch": True}
     )
     assert refused.status_code == 400 and refused.json()["field"] == "batch"
+
+
+def test_a_run_launched_while_the_task_queue_is_down_is_a_503_and_saves_nothing(
+    root, setup, monkeypatch
+):
+    from django.test import Client
+
+    from conftest import reset_broker_pools
+    from gamut_site.celery import app
+    from llm.tasks import QueuedTask
+
+    # The real delay_on_commit, and a broker on a port nobody listens on.
+    monkeypatch.setattr(
+        run_job_chunk,
+        "delay_on_commit",
+        QueuedTask.delay_on_commit.__get__(run_job_chunk._get_current_object()),
+    )
+    monkeypatch.setattr(app.conf, "broker_url", "redis://127.0.0.1:1/0")
+    reset_broker_pools(app)
+    evaluated = setup[0]
+    body = {"what": "collect", "model": "model-a", "setting": "text_only"}
+    launched = post(root, "api_judging_run_launch", body)
+    assert launched.status_code == 503
+    assert "task queue" in launched.json()["detail"]
+    page = Client()
+    page.force_login(root)
+    form = {"what": "collect", "collect-model": evaluated.pk, "collect-setting": "text_only"}
+    answer = page.post(reverse("judging_runs_launch"), form)
+    assert answer.status_code == 503 and "task queue" in answer.content.decode()
+    assert not Job.objects.exists()
+    reset_broker_pools(app)

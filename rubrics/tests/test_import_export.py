@@ -573,3 +573,38 @@ def test_a_javascript_snippet_url_is_refused_with_its_json_path(tmp_path, capsys
         '"javascript:alert(document.domain)"'
     ) in err
     assert not RubricVersion.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (line("a/b"), "line 2: source_id may hold only letters, digits and - _ . : (not 'a/b')."),
+        (
+            line("img-2", document(fact(statement="Beef\x00 stew"))),
+            "line 2: meta_rubric.items[0].statement may not contain U+0000",
+        ),
+        (
+            line("img-2", document(fact(statement="Beef \u202eweets"))),
+            "line 2: meta_rubric.items[0].statement may not contain U+202E "
+            "(right-to-left override)",
+        ),
+        (
+            line("img-2", document(fact(statement="x" * 20_001))),
+            "line 2: meta_rubric.items[0].statement is longer than 20000 characters.",
+        ),
+        (
+            line("img-2", {**document(fact()), "entity\x1b": "x"}),
+            "line 2: meta_rubric has a key that may not contain U+001B",
+        ),
+    ],
+)
+def test_hostile_texts_are_line_numbered_problems_and_nothing_is_written(
+    tmp_path, capsys, question, bad, message
+):
+    question("img-1")
+    question("img-2")
+    code, out, err = run_import(tmp_path, [line("img-1"), bad], capsys)
+    assert code == 2
+    assert any(m.endswith(f"rubrics.jsonl: {message}") or message in m for m in err.splitlines())
+    assert "1 bad line(s); nothing was imported." in err
+    assert not RubricVersion.objects.exists() and out == ""

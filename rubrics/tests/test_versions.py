@@ -362,7 +362,7 @@ def test_move_by_direction_goes_past_the_neighbour_of_its_tier(dave, draft):
 
 def test_move_refuses_an_unknown_direction(dave, draft):
     rows = live(draft)
-    with pytest.raises(services.InvalidInput) as info:
+    with pytest.raises(InvalidInput) as info:
         services.check_move(
             user=dave, version_id=draft.pk, check_pk=rows[0].pk, direction="sideways", revision=0
         )

@@ -1,7 +1,7 @@
 """Launch an LLM job from the command line, as the job console (/jobs/) or the judging runs
 page does: the same scope, estimate and launch services. Exit status 0 when it was launched
 (with --wait: when every item is done), 1 when some items failed (listed), 2 for bad arguments
-or a launch that is refused."""
+or a launch that is refused, 3 when the task queue is unreachable (nothing was saved)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
+from core.errors import Unavailable
 from llm import jobs, launchers
 from llm.models import ItemStatus, Job, JobItem, JobStatus
 
 JUDGING = ("collect", "judge")
 FAILURES_LISTED = 50
+QUEUE_DOWN = 3  # exit status: the broker is unreachable; nothing was saved, run it again later
 
 
 def _refuse(message: str) -> CommandError:
@@ -29,7 +31,8 @@ class Command(BaseCommand):
         "Launch an LLM job over a scope: a construction stage (generate, guard, build, "
         "refine1, refine2) or a judging run (collect, judge). Prints the estimate first. "
         "Exit status: 0 launched (with --wait: every item done), 1 some items failed, "
-        "2 bad arguments or refused."
+        "2 bad arguments or refused, 3 the task queue (Redis) is unreachable: nothing was "
+        "launched or saved, run it again once it is back."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -103,10 +106,14 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         user = self._user(options["user"])
-        if options["stage"] in JUDGING:
-            job = self._judging(options, user)
-        else:
-            job = self._construction(options, user)
+        try:
+            if options["stage"] in JUDGING:
+                job = self._judging(options, user)
+            else:
+                job = self._construction(options, user)
+        except Unavailable as exc:
+            # Rolled back: no job was saved, so running the command again is safe.
+            raise CommandError(exc.message, returncode=QUEUE_DOWN) from exc
         if job is None:
             return
         self.stdout.write(
