@@ -305,9 +305,9 @@ TRAINING_GATE = object()
 
 def must_train(user) -> bool:
     """Whether a training set exists that this person has not passed (two small queries)."""
-    if TrainingState.objects.filter(user=user, passed_at__isnull=False).exists():
+    if not GoldItem.objects.filter(training=True, active=True).exists():
         return False
-    return GoldItem.objects.filter(training=True, active=True).exists()
+    return not TrainingState.objects.filter(user=user, passed_at__isnull=False).exists()
 
 
 def gold_claim(*, user, skip: list[int], now: datetime):
@@ -316,10 +316,16 @@ def gold_claim(*, user, skip: list[int], now: datetime):
     `blocked_by_training` is set on the None that is returned (see `training_gate`)."""
     from .services import Claimed
 
+    # One query, and nothing random, where there are no gold items at all.
+    if not GoldItem.objects.filter(active=True).exists():
+        return None
     expires_at = now + settings.REVIEW_LEASE
     held = (
         ReviewClaim.objects.filter(
-            annotator=user, expires_at__gt=now, candidate__status=CandidateStatus.GOLD
+            annotator=user,
+            expires_at__gt=now,
+            candidate__status=CandidateStatus.GOLD,
+            candidate__gold__active=True,
         )
         .exclude(candidate_id__in=skip)
         .select_related("candidate__image")
@@ -329,9 +335,9 @@ def gold_claim(*, user, skip: list[int], now: datetime):
     if held is not None and ReviewClaim.objects.filter(pk=held.pk).update(expires_at=expires_at):
         return Claimed(held.candidate, expires_at)
     config = QualityConfig.current()
-    standing = training_standing(user, config=config)
     items = GoldItem.objects.filter(active=True).exclude(candidate_id__in=skip)
-    if standing.required:
+    if must_train(user):
+        standing = training_standing(user, config=config)
         answered = GoldReview.objects.filter(annotator=user, attempt=standing.attempt).values(
             "gold_id"
         )

@@ -32,7 +32,7 @@ from core.http import refuse
 from rubrics.models import Rubric, RubricVersion
 from rubrics.services import revision_queue
 
-from . import services
+from . import services, views_training
 from .agreement import agreement_report
 from .importing import CONTENT_TYPES, ImportProblems, import_from_upload, problems_shown
 from .models import (
@@ -210,11 +210,15 @@ def _review_context(
         .order_by("-created_at", "-id")
         .first()
     )
+    progress = _progress(request.user)
+    if claimed and claimed.candidate.status == CandidateStatus.GOLD:
+        progress["waiting"] += 1  # counted as any candidate shown is
     return {
         "claimed": claimed,
         "candidate": claimed.candidate if claimed else None,
         "reason_tags": REASON_TAGS,
-        "progress": _progress(request.user),
+        "progress": progress,
+        "training": views_training.training_notice(request.user),
         "error": error,
         "previous": previous or {},
         # A fresh key for each form drawn: the same form sent twice carries the same key.
@@ -233,6 +237,7 @@ def review_page(request: HttpRequest) -> HttpResponse:
     reopened = request.session.pop(REOPENED, None)
     if reopened and context["candidate"] and reopened.get("candidate") == context["candidate"].pk:
         context["previous"] = reopened
+    context["gold_feedback"] = request.session.pop(views_training.GOLD_FEEDBACK, None)
     return render(request, "annotation/review.html", context)
 
 
@@ -340,7 +345,7 @@ def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
     }
     key = request.POST.get("submission_key") or None
     try:
-        services.review_submit(
+        answer = services.review_submit(
             user=request.user, candidate_id=candidate_id, submission_key=key, **form
         )
     except DomainError as exc:
@@ -355,11 +360,15 @@ def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
             return render(request, "annotation/review.html#panel", context, status=400)
 
         return refuse(request, exc, redirect_to="review", partial=panel)
+    feedback = views_training.gold_feedback(answer)  # the expert's answer, after a gold item
     if not request.htmx:
+        if feedback:
+            request.session[views_training.GOLD_FEEDBACK] = feedback
         messages.success(request, "Review saved.")
         return redirect("review")
     context = _review_context(request)
     context["notice"] = "Review saved."
+    context["gold_feedback"] = feedback
     return render(request, "annotation/review.html#panel", context)
 
 
