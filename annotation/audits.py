@@ -163,7 +163,9 @@ def round_audits_open_to(user):
 def _clean_note(note, verdict: str, needed_for: str) -> str:
     from .services import _clean_text
 
-    return _clean_text(note, "note", required=verdict == needed_for, limit=MAX_NOTE)
+    if verdict == needed_for and (note is None or (isinstance(note, str) and not note.strip())):
+        raise InvalidInput(f"Write a note: say why you {verdict} it.", "note")
+    return _clean_text(note, "note", required=False, limit=MAX_NOTE)
 
 
 @transaction.atomic

@@ -18,7 +18,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count, Exists, F, Max, OuterRef, Q
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -29,6 +29,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from core import access
 from core.errors import DomainError
 from core.http import refuse
+from judging.csv_export import csv_response
 from rubrics.models import Rubric, RubricVersion
 from rubrics.services import revision_queue
 
@@ -49,6 +50,7 @@ from .models import (
     Review,
     image_status,
 )
+from .quality_report import ANNOTATOR_COLUMNS, WEEK_COLUMNS, quality_report, trend_chart
 
 # A photo opened on its own: nothing may load or run, and it has no origin of its own.
 PHOTO_CSP = "default-src 'none'; sandbox"
@@ -584,6 +586,21 @@ def pipeline(request: HttpRequest) -> HttpResponse:
 
 @access.role_required(access.ADMIN)
 def agreement(request: HttpRequest) -> HttpResponse:
+    """The agreement figures, and accuracy on gold and audit overturns per annotator and per
+    week: `?format=json`, `?format=csv&table=quality|weeks`."""
+    export = request.GET.get("format")
+    if export not in (None, "html", "csv", "json"):
+        return HttpResponse("format must be html, csv or json", status=400)
+    quality = quality_report()
+    if export == "json":
+        return JsonResponse(quality, json_dumps_params={"indent": 1})
+    if export == "csv":
+        table = request.GET.get("table", "quality")
+        if table not in ("quality", "weeks"):
+            return HttpResponse("table must be quality or weeks", status=400)
+        if table == "quality":
+            return csv_response("agreement-quality", ANNOTATOR_COLUMNS, quality["annotators"])
+        return csv_response("agreement-weeks", WEEK_COLUMNS, quality["weeks"])
     report = agreement_report()
     max_reviews = max((a.reviews for a in report.annotators), default=0) or 1
     for stats in report.annotators:
@@ -592,7 +609,11 @@ def agreement(request: HttpRequest) -> HttpResponse:
         # kappa in [-1, 1] drawn as a bar from the middle of the track
         pair.bar = round(50 * abs(pair.kappa)) if pair.kappa is not None else 0
         pair.negative = pair.kappa is not None and pair.kappa < 0
-    return render(request, "annotation/agreement.html", {"report": report})
+    return render(
+        request,
+        "annotation/agreement.html",
+        {"report": report, "quality": quality, "trend": trend_chart(quality["weeks"])},
+    )
 
 
 IMAGES_PER_PAGE = 50
