@@ -111,9 +111,8 @@ class GoldItemAdmin(admin.ModelAdmin):
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:
             return type("GoldItemAddForm", (GoldItemAddForm,), {"request_user": request.user})
-        return super().get_form(
-            request, obj, change=change, fields=("note", "training", "active"), **kwargs
-        )
+        kwargs["fields"] = ("note", "training", "active")
+        return super().get_form(request, obj, change=change, **kwargs)
 
     def get_readonly_fields(self, request, obj=None):
         return () if obj is None else self.readonly_fields

@@ -11,7 +11,7 @@ import json
 from django.core.cache import cache
 
 from . import diversity
-from .models import Candidate, FinalQuestion
+from .models import Candidate, CandidateStatus, FinalQuestion
 
 SCOPES = {
     "final": "final questions (not dropped)",
@@ -28,8 +28,11 @@ def scope_questions(scope: str) -> list[diversity.Question]:
             .values_list("image__source_id", "text", "image__entity", "image__domain")
         )
     elif scope == "candidates":
-        rows = Candidate.objects.order_by("id").values_list(
-            "id", "text", "image__entity", "image__domain"
+        # Gold items are the experts' test questions, not the generator's output.
+        rows = (
+            Candidate.objects.exclude(status=CandidateStatus.GOLD)
+            .order_by("id")
+            .values_list("id", "text", "image__entity", "image__domain")
         )
     else:
         raise ValueError(f"unknown scope {scope!r}")

@@ -269,3 +269,74 @@ def test_rubric_rounds_are_drawn_per_reviser_and_never_audited_by_their_reviser(
     )
     assert flagged.verdict == "flag" and flagged.auditor == other
     assert audits.round_audits_draw(rate=0.5) == 0
+
+
+def test_import_gold_command_names_the_line_and_exits_2(make_image, tmp_path):
+    from django.core.management import CommandError, call_command
+
+    make_image("img-1")
+    path = tmp_path / "gold.jsonl"
+    path.write_text(
+        '{"image": "img-1", "text": "Q?", "decision": "accept", "note": "n"}\n'
+        '{"image": "img-1", "text": "Q?", "decision": "accept"}\n'
+    )
+    with pytest.raises(CommandError) as info:
+        call_command("import_gold", str(path))
+    assert info.value.returncode == 2 and not gold.GoldItem.objects.exists()
+    path.write_text('{"image": "img-1", "text": "Q?", "decision": "accept", "note": "n"}\n')
+    call_command("import_gold", str(path))
+    assert gold.GoldItem.objects.get().candidate.status == CandidateStatus.GOLD
+
+
+def test_an_admin_adds_a_gold_item_in_the_admin(client, make_image, root):
+    image, _ = make_image()
+    root.is_superuser = True  # Django's admin asks for model permissions
+    root.save()
+    client.force_login(root)
+    url = "/admin/annotation/golditem/add/"
+    assert client.get(url).status_code == 200
+    response = client.post(
+        url,
+        {
+            "image": image.pk,
+            "text": "Which dish is this?",
+            "origin": "llm",
+            "decision": "revise",
+            "revised_text": "",
+            "note": "Needs the region.",
+        },
+    )
+    assert response.status_code == 200 and not gold.GoldItem.objects.exists()  # revise needs text
+    response = client.post(
+        url,
+        {
+            "image": image.pk,
+            "text": "Which dish is this?",
+            "origin": "llm",
+            "decision": "revise",
+            "revised_text": "Which Burgundian dish is this?",
+            "reasons": ["ambiguous_referent"],
+            "note": "Needs the region.",
+            "training": "on",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    item = gold.GoldItem.objects.get()
+    assert item.training and item.reasons == ["ambiguous_referent"] and item.created_by == root
+    assert item.candidate.text == "Which dish is this?"
+    change = f"/admin/annotation/golditem/{item.pk}/change/"
+    assert client.get(change).status_code == 200
+    client.post(change, {"note": "Name the region.", "training": "", "active": "on"})
+    item.refresh_from_db()
+    assert item.note == "Name the region." and not item.training
+    assert item.decision == "revise"  # the expert's decision is not edited
+    config_url = "/admin/annotation/qualityconfig/add/"
+    values = {
+        "gold_rate": "0.2",
+        "training_pass_share": "0.9",
+        "review_audit_rate": "0.1",
+        "round_audit_rate": "0.1",
+    }
+    assert client.post(config_url, values).status_code == 302
+    assert QualityConfig.current().gold_rate == 0.2 and QualityConfig.objects.get().pk == 1
+    assert client.post(config_url, values).status_code == 403  # one row: changed, never added
