@@ -258,3 +258,28 @@ def test_the_agreement_page_has_gold_accuracy_and_overturns_with_csv_and_json(
     )
     assert rows[1]["annotator"] == "alice" and rows[1]["overturned"] == "1"
     assert client.get(reverse("agreement"), {"format": "csv", "table": "x"}).status_code == 400
+
+
+def test_over_the_api_a_gold_item_is_claimed_and_answered_as_any_candidate(make_image, root, alice):
+    from rest_framework.test import APIClient
+
+    image, (real,) = make_image()
+    item = make_gold(root, image, text="Which dish is this and where does it come from?")
+    set_rates(gold_rate=1.0)
+    api = APIClient()
+    api.force_authenticate(alice)
+    claimed = api.post("/api/review/claim/").json()
+    assert claimed["id"] == item.candidate_id and set(claimed) == {
+        "id",
+        "text",
+        "round",
+        "image",
+        "lease",
+    }
+    detail = api.get(f"/api/candidates/{item.candidate_id}/").json()
+    assert detail["status"] == "open" and detail["reviews"] == []
+    answer = api.post(
+        f"/api/candidates/{item.candidate_id}/reviews/", {"decision": "accept"}, format="json"
+    )
+    assert answer.status_code == 201 and answer.json()["decision"] == "accept"
+    assert item.gold_reviews.get().annotator == alice and not real.reviews.exists()
