@@ -262,7 +262,8 @@ def training_reset(*, user, annotator_id: int, now: datetime | None = None) -> T
     state.passed_at = state.failed_at = None
     state.changed_by, state.changed_at = user, now
     state.save()
-    ReviewClaim.objects.filter(annotator=person, candidate__status=CandidateStatus.GOLD).delete()
+    # Whatever they hold goes back to the pool: a trainee's next candidate is a training item.
+    ReviewClaim.objects.filter(annotator=person).delete()
     AuditEvent.objects.create(
         actor=user, action="training.reset", data={"annotator": person.username, **old}, at=now
     )

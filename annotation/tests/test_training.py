@@ -173,6 +173,8 @@ def test_a_trainee_below_the_threshold_is_blocked_until_an_admin_resets(make_ima
     assert AuditEvent.objects.filter(action="training.failed").exists()
     with pytest.raises(NotAllowed):
         gold.training_reset(user=alice, annotator_id=alice.pk)
+    gold.training_pass(user=root, annotator_id=alice.pk)
+    assert services.review_claim(user=alice).candidate.pk == real.pk  # she holds a real one
     gold.training_reset(user=root, annotator_id=alice.pk)
     assert TrainingState.objects.get(user=alice).attempt == 2
     # A new attempt: the training set again, the earlier answers kept but not counted.
