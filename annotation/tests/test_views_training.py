@@ -194,7 +194,9 @@ def test_the_audit_page_draws_shows_and_takes_a_verdict(
     assert client.get(reverse("audit")).status_code == 403
 
 
-def test_the_round_audit_page_and_the_flag_in_the_history(client, dave, root):
+def test_the_round_audit_page_and_the_flag_in_the_history(
+    client, dave, root, django_assert_num_queries
+):
     from django.contrib.auth.models import Group, User
     from django.utils import timezone
 
@@ -211,7 +213,9 @@ def test_the_round_audit_page_and_the_flag_in_the_history(client, dave, root):
     client.force_login(dave)
     assert 'data-testid="empty"' in client.get(reverse("round_audit")).content.decode()
     client.force_login(olga)
-    page = client.get(reverse("round_audit")).content.decode()
+    client.get(reverse("round_audit"))
+    with django_assert_num_queries(13):
+        page = client.get(reverse("round_audit")).content.decode()
     assert "human round 1 by <strong>dave</strong>" in page
     audit = version.audit
     client.post(
