@@ -16,7 +16,6 @@ from django.views.decorators.http import require_http_methods, require_POST
 from core import access
 from core.errors import DomainError
 from core.http import refuse
-from rubrics.models import RubricVersion
 from rubrics.services import version_diff
 
 from . import audits, gold
@@ -252,7 +251,9 @@ def _round_audit_context(request: HttpRequest, *, error=None, previous=None) -> 
     audits.round_audits_draw()
     open_to = audits.round_audits_open_to(request.user)
     audit = (
-        open_to.select_related("version__rubric__question__image", "version__made_by")
+        open_to.select_related(
+            "version__rubric__question__image", "version__made_by", "version__parent"
+        )
         .order_by("id")
         .first()
     )
@@ -265,15 +266,13 @@ def _round_audit_context(request: HttpRequest, *, error=None, previous=None) -> 
     }
     if audit:
         version = audit.version
-        rows = list(version.checks.filter(deleted_at__isnull=True).order_by("position"))
-        parent = RubricVersion.objects.filter(pk=version.parent_id).first()
+        rows = list(version.checks.order_by("position"))
+        parent = version.parent
         context.update(
             version=version,
             question=version.rubric.question,
-            checks=rows,
-            diff=version_diff(list(parent.checks.all()), list(version.checks.all()))
-            if parent
-            else None,
+            checks=[row for row in rows if row.deleted_at is None],
+            diff=version_diff(list(parent.checks.all()), rows) if parent else None,
             parent=parent,
         )
     return context

@@ -200,23 +200,34 @@ def test_the_round_audit_page_and_the_flag_in_the_history(
     from django.contrib.auth.models import Group, User
     from django.utils import timezone
 
-    from rubrics.models import Rubric, RubricVersion
+    from rubrics.models import Rubric, RubricCheck, RubricVersion
     from rubrics.tests.conftest import make_question
 
     olga = User.objects.create_user("olga")
     olga.groups.add(Group.objects.get_or_create(name="rubric_reviser")[0])
     rubric = Rubric.objects.create(question=make_question("q-1"))
+    parent = RubricVersion.objects.create(rubric=rubric, stage="llm_refined_1", meta_rubric={})
     version = RubricVersion.objects.create(
-        rubric=rubric, stage="human_1", meta_rubric={}, made_by=dave, frozen_at=timezone.now()
+        rubric=rubric,
+        stage="human_1",
+        parent=parent,
+        meta_rubric={},
+        made_by=dave,
+        frozen_at=timezone.now(),
     )
+    for v, text in ((parent, "Names the dish."), (version, "Names the dish as bourguignon.")):
+        RubricCheck.objects.create(
+            version=v, position=1, check_id="C1", kind="fact", tier="answer_critical", text=text
+        )
     set_rates(round_audit_rate=1.0)
     client.force_login(dave)
     assert 'data-testid="empty"' in client.get(reverse("round_audit")).content.decode()
     client.force_login(olga)
     client.get(reverse("round_audit"))
-    with django_assert_num_queries(13):
+    with django_assert_num_queries(13):  # the checks of the round and of its parent: 2
         page = client.get(reverse("round_audit")).content.decode()
     assert "human round 1 by <strong>dave</strong>" in page
+    assert "<del>Names the dish.</del> <ins>Names the dish as bourguignon.</ins>" in page
     audit = version.audit
     client.post(
         reverse("round_audit_submit", args=[audit.pk]),
