@@ -66,3 +66,6 @@ class DomainMappingAdmin(admin.ModelAdmin):
     list_display = ("label", "domain")
     list_editable = ("domain",)
     search_fields = ("label", "domain")
+
+
+from . import admin_training  # noqa: E402, F401  (training and audits: their own module)

@@ -8,12 +8,14 @@ MENU = (
     ("Review", "review", {"review", "review_submit"}, "is_annotator"),
     ("My work", "my_work", {"my_work"}, "is_annotator"),
     ("Adjudicate", "adjudicate", {"adjudicate", "adjudicate_submit"}, "is_adjudicator"),
+    ("Audit", "audit", {"audit", "audit_submit"}, "is_adjudicator"),
     (
         "Rubrics",
         "rubrics_queue",
         {"rubrics_queue", "rubric_history", "rubric_workspace"},
         "is_rubric_reviser",
     ),
+    ("Audit rounds", "round_audit", {"round_audit", "round_audit_submit"}, "is_rubric_reviser"),
     (
         "Spot checks",
         "spot_checks",
@@ -24,6 +26,7 @@ MENU = (
     ("Images", "images", {"images", "image"}, "is_admin"),
     ("Jobs", "jobs", {"jobs", "job", "job_item", "prompts"}, "is_admin"),
     ("Agreement", "agreement", {"agreement"}, "is_admin"),
+    ("Training", "training", {"training"}, "is_admin"),
     ("Judging", "judging_runs", {"judging_runs"}, "is_admin"),
     (
         "Leaderboard",

@@ -13,7 +13,7 @@ from django.core.cache import cache
 from llm.models import Job
 
 from . import diversity
-from .models import AuditEvent, Candidate, FinalQuestion
+from .models import AuditEvent, Candidate, CandidateStatus, FinalQuestion
 
 SCOPES = {
     "final": "final questions (not dropped)",
@@ -38,8 +38,11 @@ def _scope_rows(scope: str) -> tuple[list[diversity.Question], list[tuple[str, i
             )
         )
     elif scope == "candidates":
-        rows = Candidate.objects.order_by("id").values_list(
-            "id", "text", "image__entity", "image__domain", "id", "origin"
+        # Gold items are the experts' test questions, not the generator's output.
+        rows = (
+            Candidate.objects.exclude(status=CandidateStatus.GOLD)
+            .order_by("id")
+            .values_list("id", "text", "image__entity", "image__domain", "id", "origin")
         )
     else:
         raise ValueError(f"unknown scope {scope!r}")

@@ -33,6 +33,7 @@ class CandidateStatus(models.TextChoices):
     ACCEPTED = "accepted"
     DISCARDED = "discarded"
     REVISED = "revised"  # replaced by a child candidate of the next round
+    GOLD = "gold"  # a gold item (quality_models.GoldItem): never open, never resolved
 
 
 RESOLVED_STATUSES = (CandidateStatus.ACCEPTED, CandidateStatus.DISCARDED, CandidateStatus.REVISED)
@@ -277,6 +278,8 @@ def status_visible_to(candidate, user) -> str:
     """A candidate's status as this person may see it. "disputed" would tell an annotator that
     the other one disagreed: until the candidate is resolved, only admins and the adjudicators
     who may settle it see it; an annotator sees it as still open (their own review is in)."""
+    if candidate.status == CandidateStatus.GOLD and not user.is_staff:
+        return CandidateStatus.OPEN  # a gold item looks like any candidate in review
     if candidate.status != CandidateStatus.DISPUTED or user.is_staff:
         return candidate.status
     if (
@@ -504,3 +507,15 @@ class Preference(models.Model):
 
     def __str__(self) -> str:
         return f"preferences of {self.user_id}"
+
+
+# Training and audits (their own module; imported here so that they are this app's models).
+from .quality_models import (  # noqa: E402, F401
+    AuditVerdict,
+    GoldItem,
+    GoldReview,
+    QualityConfig,
+    ReviewAudit,
+    RoundAudit,
+    TrainingState,
+)

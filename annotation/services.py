@@ -24,6 +24,7 @@ from core import access
 from core.errors import Conflict, DomainError, InvalidInput, NotAllowed, NotFound
 from core.text import clean_text
 
+from . import gold
 from .models import (
     REASON_KEYS,
     Adjudication,
@@ -239,6 +240,12 @@ def review_claim(
             expires_at=expires_at
         ):
             return Claimed(held.candidate, expires_at)
+        # Gold items: the training set first, then mixed in at the configured rate.
+        gold_claimed = gold.gold_claim(user=user, skip=skip, now=now)
+        if gold_claimed is gold.TRAINING_GATE:
+            return None
+        if gold_claimed is not None:
+            return gold_claimed
 
         others_claims = ReviewClaim.objects.filter(
             candidate=OuterRef("pk"), expires_at__gt=now
@@ -329,6 +336,20 @@ def review_submit(
         raise NotAllowed("Only annotators review candidates.")
     key = _clean_key(submission_key)
     candidate = _lock_candidate(candidate_id)
+    if candidate.status == CandidateStatus.GOLD:  # recorded apart: never one of the two reviews
+        return gold.gold_review_submit(
+            user=user,
+            candidate=candidate,
+            decision=decision,
+            revised_text=revised_text,
+            reasons=reasons,
+            comment=comment,
+            seconds=seconds,
+            key=key,
+            now=now,
+        )
+    if gold.must_train(user):
+        raise NotAllowed("Finish the training first: real candidates come after it.")
     if key is not None:
         # Under the candidate's lock: a twin request that raced this one has committed.
         prior = Review.objects.filter(annotator=user, submission_key=key).first()

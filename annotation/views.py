@@ -18,7 +18,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count, Exists, F, Max, OuterRef, Q
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -29,10 +29,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 from core import access
 from core.errors import DomainError, TooLarge
 from core.http import refuse
+from judging.csv_export import csv_response
 from rubrics.models import Rubric, RubricVersion
 from rubrics.services import revision_queue
 
-from . import services
+from . import services, views_training
 from .agreement import agreement_report
 from .importing import (
     CONTENT_TYPES,
@@ -55,6 +56,7 @@ from .models import (
     Review,
     image_status,
 )
+from .quality_report import ANNOTATOR_COLUMNS, WEEK_COLUMNS, quality_report, trend_chart
 
 # A photo opened on its own: nothing may load or run, and it has no origin of its own.
 PHOTO_CSP = "default-src 'none'; sandbox"
@@ -218,11 +220,15 @@ def _review_context(
         .order_by("-created_at", "-id")
         .first()
     )
+    progress = _progress(request.user)
+    if claimed and claimed.candidate.status == CandidateStatus.GOLD:
+        progress["waiting"] += 1  # counted as any candidate shown is
     return {
         "claimed": claimed,
         "candidate": claimed.candidate if claimed else None,
         "reason_tags": REASON_TAGS,
-        "progress": _progress(request.user),
+        "progress": progress,
+        "training": views_training.training_notice(request.user),
         "error": error,
         "previous": previous or {},
         # A fresh key for each form drawn: the same form sent twice carries the same key.
@@ -241,6 +247,7 @@ def review_page(request: HttpRequest) -> HttpResponse:
     reopened = request.session.pop(REOPENED, None)
     if reopened and context["candidate"] and reopened.get("candidate") == context["candidate"].pk:
         context["previous"] = reopened
+    context["gold_feedback"] = request.session.pop(views_training.GOLD_FEEDBACK, None)
     return render(request, "annotation/review.html", context)
 
 
@@ -348,7 +355,7 @@ def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
     }
     key = request.POST.get("submission_key") or None
     try:
-        services.review_submit(
+        answer = services.review_submit(
             user=request.user, candidate_id=candidate_id, submission_key=key, **form
         )
     except DomainError as exc:
@@ -363,11 +370,15 @@ def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
             return render(request, "annotation/review.html#panel", context, status=400)
 
         return refuse(request, exc, redirect_to="review", partial=panel)
+    feedback = views_training.gold_feedback(answer)  # the expert's answer, after a gold item
     if not request.htmx:
+        if feedback:
+            request.session[views_training.GOLD_FEEDBACK] = feedback
         messages.success(request, "Review saved.")
         return redirect("review")
     context = _review_context(request)
     context["notice"] = "Review saved."
+    context["gold_feedback"] = feedback
     return render(request, "annotation/review.html#panel", context)
 
 
@@ -606,6 +617,21 @@ def pipeline(request: HttpRequest) -> HttpResponse:
 
 @access.role_required(access.ADMIN)
 def agreement(request: HttpRequest) -> HttpResponse:
+    """The agreement figures, and accuracy on gold and audit overturns per annotator and per
+    week: `?format=json`, `?format=csv&table=quality|weeks`."""
+    export = request.GET.get("format")
+    if export not in (None, "html", "csv", "json"):
+        return HttpResponse("format must be html, csv or json", status=400)
+    quality = quality_report()
+    if export == "json":
+        return JsonResponse(quality, json_dumps_params={"indent": 1})
+    if export == "csv":
+        table = request.GET.get("table", "quality")
+        if table not in ("quality", "weeks"):
+            return HttpResponse("table must be quality or weeks", status=400)
+        if table == "quality":
+            return csv_response("agreement-quality", ANNOTATOR_COLUMNS, quality["annotators"])
+        return csv_response("agreement-weeks", WEEK_COLUMNS, quality["weeks"])
     report = agreement_report()
     max_reviews = max((a.reviews for a in report.annotators), default=0) or 1
     for stats in report.annotators:
@@ -614,7 +640,11 @@ def agreement(request: HttpRequest) -> HttpResponse:
         # kappa in [-1, 1] drawn as a bar from the middle of the track
         pair.bar = round(50 * abs(pair.kappa)) if pair.kappa is not None else 0
         pair.negative = pair.kappa is not None and pair.kappa < 0
-    return render(request, "annotation/agreement.html", {"report": report})
+    return render(
+        request,
+        "annotation/agreement.html",
+        {"report": report, "quality": quality, "trend": trend_chart(quality["weeks"])},
+    )
 
 
 IMAGES_PER_PAGE = 50

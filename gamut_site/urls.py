@@ -12,6 +12,7 @@ from annotation import (
     views_crag_mm,
     views_diversity,
     views_entities,
+    views_training,
 )
 from judging import api as judging_api
 from judging import views as judging_views
@@ -45,6 +46,16 @@ urlpatterns = [
     path("me/", views.my_work, name="my_work"),
     path("adjudicate/", views.adjudicate_page, name="adjudicate"),
     path("adjudicate/<int:candidate_id>/", views.adjudicate_submit, name="adjudicate_submit"),
+    path("audit/", views_training.audit_page, name="audit"),
+    path("audit/<int:audit_id>/", views_training.audit_submit, name="audit_submit"),
+    path("rubrics/audit/", views_training.round_audit_page, name="round_audit"),
+    path(
+        "rubrics/audit/<int:audit_id>/",
+        views_training.round_audit_submit,
+        name="round_audit_submit",
+    ),
+    path("training/", views_training.training_page, name="training"),
+    path("training/<int:user_id>/", views_training.training_change, name="training_change"),
     path("pipeline/", views.pipeline, name="pipeline"),
     path("agreement/", views.agreement, name="agreement"),
     path("diversity/", views_diversity.diversity_page, name="diversity"),

@@ -22,6 +22,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 from django_htmx.http import reswap, retarget
 
+from annotation.models import RoundAudit
 from annotation.views import single_keys
 from core import access
 from core.errors import DomainError
@@ -90,6 +91,11 @@ def history(request: HttpRequest, rubric_id: int) -> HttpResponse:
         request,
         "rubrics/history.html",
         {
+            # Second revisers' audits of its rounds (annotation/audits.py): flags first.
+            "audits": RoundAudit.objects.filter(version__rubric=rubric)
+            .exclude(verdict="")
+            .select_related("version", "auditor", "reviser")
+            .order_by("-verdict", "-audited_at"),
             "flagged": flagged,
             "rubric": rubric,
             "versions": versions,

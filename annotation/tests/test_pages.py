@@ -113,7 +113,7 @@ def test_admins_get_review_and_rubrics_where_they_hold_those_roles(client, root)
         root.groups.add(Group.objects.get_or_create(name=name)[0])
     client.force_login(User.objects.get(pk=root.pk))
     after = menu(client.get(reverse("home")).content.decode())
-    assert after[:4] == ["Review", "My work", "Rubrics", "Spot checks"]
+    assert after[:5] == ["Review", "My work", "Rubrics", "Audit rounds", "Spot checks"]
     assert client.get(reverse("review")).status_code == 200
     assert client.get(reverse("rubrics_queue")).status_code == 200
 

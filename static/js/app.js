@@ -740,3 +740,22 @@
     }
   });
 })();
+
+// Audit pages (annotation/views_training.py): a and o (reviews) or a and f (rubric rounds) pick
+// the verdict; c, Enter, Esc and ? are the review page's keys above.
+(function () {
+  "use strict";
+  document.addEventListener("keydown", function (event) {
+    const root = document.querySelector('[data-shortcuts="audit"]');
+    if (!root || event.ctrlKey || event.metaKey || event.altKey || event.key.length !== 1) return;
+    const dialog = document.getElementById("keys-help");
+    if ((dialog && dialog.open) || root.dataset.singleKeys === "off") return;
+    const target = event.target;
+    if (target && (target.tagName === "TEXTAREA" || (target.tagName === "INPUT" &&
+        !["radio", "checkbox", "hidden"].includes(target.type)))) return;
+    const radio = root.querySelector('input[name="decision"][data-key="' + event.key + '"]');
+    if (!radio) return;
+    event.preventDefault();
+    radio.checked = true;
+  });
+})();

@@ -1,0 +1,94 @@
+"""Training in a real Chromium: a trainee answers the training set with the keys, sees the
+expert's decision and note after each gold item, and reaches real work once past the
+threshold; an adjudicator audits a drawn review with a, o, c and Enter."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from annotation import gold, services
+from annotation.models import GoldReview, QualityConfig, Review, ReviewAudit
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_trainee_answers_gold_items_sees_the_expert_and_then_real_work(
+    make_image, root, alice, log_in
+):
+    image, (real,) = make_image("img-1", ["Where was this dish first cooked?"])
+    QualityConfig(pk=1, training_pass_share=0.5, gold_rate=0.0).save()
+    first = gold.gold_item_create(
+        user=root,
+        image_id=image.pk,
+        text="What is this dish called?",
+        decision="discard",
+        reasons=["leading"],
+        note="The entity is in the photo's caption: the question gives nothing to research.",
+        training=True,
+    )
+    second = gold.gold_item_create(
+        user=root,
+        image_id=image.pk,
+        text="How did this stew become a national dish of France?",
+        decision="accept",
+        note="Research-intensive and about the pictured entity.",
+        training=True,
+    )
+    page = log_in("alice").page
+    page.goto("/review/")
+    expect(page.get_by_test_id("training")).to_contain_text("0 of 2 answered")
+    expect(page.get_by_test_id("question")).to_have_text(first.candidate.text)
+
+    page.keyboard.press("a")  # accept: not what the expert decided
+    page.keyboard.press("Enter")
+    feedback = page.get_by_test_id("gold-feedback")
+    expect(feedback).to_contain_text("The expert decided otherwise")
+    expect(page.get_by_test_id("gold-yours")).to_have_text("Accept")
+    expect(page.get_by_test_id("gold-expert")).to_have_text("Discard")
+    expect(page.get_by_test_id("gold-note")).to_have_text(first.note)
+    expect(feedback).to_contain_text("Leading (fails the stranger test)")
+    expect(page.get_by_test_id("question")).to_have_text(second.candidate.text)
+    expect(page.get_by_test_id("training")).to_contain_text("1 of 2 answered")
+
+    page.keyboard.press("a")
+    page.keyboard.press("Enter")
+    expect(page.get_by_test_id("gold-feedback")).to_contain_text("You decided as the expert did")
+    expect(page.get_by_test_id("gold-note")).to_have_text(second.note)
+    # 1 of 2 as the expert: 50 %, the threshold. Real work now, and no training notice.
+    expect(page.get_by_test_id("question")).to_have_text(real.text)
+    expect(page.get_by_test_id("training")).to_have_count(0)
+    assert GoldReview.objects.filter(annotator=alice).count() == 2
+    assert not Review.objects.exists()
+
+    page.keyboard.press("a")
+    page.keyboard.press("Enter")
+    expect(page.get_by_test_id("empty")).to_be_visible()
+    expect(page.get_by_test_id("gold-feedback")).to_have_count(0)  # a real review: no answer
+    assert Review.objects.get().candidate_id == real.pk
+
+
+def test_an_adjudicator_audits_with_the_keys(make_image, alice, bob, carol, log_in):
+    for i in range(2):
+        _, (c,) = make_image(f"img-{i}", [f"What is dish {i}?"])
+        services.review_submit(user=alice, candidate_id=c.pk, decision="accept")
+        services.review_submit(user=bob, candidate_id=c.pk, decision="accept")
+    QualityConfig(pk=1, review_audit_rate=0.5).save()
+    person = log_in("carol")
+    page = person.page
+    page.goto("/audit/")
+    expect(page.get_by_test_id("waiting")).to_have_text("2")
+    page.keyboard.press("o")
+    expect(page.locator('#panel input[name="decision"][value="overturn"]')).to_be_checked()
+    page.keyboard.press("c")
+    page.keyboard.type("Boilerplate: any dish fits it.")
+    page.keyboard.press("Escape")
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("status")).to_contain_text("Audit saved.")
+    expect(page.get_by_test_id("waiting")).to_have_text("1")
+    page.keyboard.press("a")
+    page.keyboard.press("Enter")
+    expect(page.get_by_test_id("empty")).to_be_visible()
+    verdicts = sorted(ReviewAudit.objects.values_list("verdict", "note"))
+    assert verdicts == [("agree", ""), ("overturn", "Boilerplate: any dish fits it.")]
+    assert person.errors == []
