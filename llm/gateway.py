@@ -99,6 +99,8 @@ _IMAGE_TOKENS = 258
 # naming its JSON path (e.g. "items[2].baseline: 5 is above the 4 options"); empty when it is
 # acceptable. It must depend only on what the request holds, as the cache answers by request.
 Check = Callable[[BaseModel], Sequence[str]]
+# The same for a grounded call's answer (its text and sources); a refused one is not cached.
+GroundedCheck = Callable[["GroundedResult"], Sequence[str]]
 # How a call accepts a stored answer text: (what the caller gets, "") or (None, the problems).
 _Accept = Callable[[str], tuple[Any, str]]
 
@@ -225,12 +227,19 @@ def _structured_accept(schema: type[BaseModel], check: Check | None) -> _Accept:
     return accept
 
 
-def _grounded_accept(text: str) -> tuple[Any, str]:
-    try:
-        data = json.loads(text)
-        return _grounded_parts(data), ""
-    except (ValueError, KeyError, TypeError) as exc:
-        return None, f"unreadable grounded answer: {exc!r}"
+def _grounded_accept(check: GroundedCheck | None) -> _Accept:
+    def accept(text: str) -> tuple[Any, str]:
+        try:
+            parts = _grounded_parts(json.loads(text))
+        except (ValueError, KeyError, TypeError) as exc:
+            return None, f"unreadable grounded answer: {exc!r}"
+        if check is not None:
+            problems = list(check(GroundedResult(**parts, call=CallResult(outcome=Outcome.OK))))
+            if problems:
+                return None, "\n".join(f"- {problem}" for problem in problems)
+        return parts, ""
+
+    return accept
 
 
 def _text_accept(text: str) -> tuple[Any, str]:
@@ -404,6 +413,7 @@ class Gateway:
         prompt: Sequence[PromptPart],
         system: str = "",
         tools: Sequence[str] = ("google_search",),
+        check: GroundedCheck | None = None,
         stage: str,
         template_name: str = "",
         template_version: str = "",
@@ -413,7 +423,9 @@ class Gateway:
         """A free-text answer using built-in tools (Google Search, URL context), with its
         grounding metadata; no repair, as free text has nothing to validate. The ledger's raw
         output is the JSON of {text, chunks, supports, url_statuses}, which is also what the
-        cache answers from.
+        cache answers from. An answer that `check` finds problems with (e.g. a search answered
+        without grounding) is recorded as invalid_output, so the cache never serves it, and the
+        call fails with those problems.
 
         Raises QuotaExhausted like call_structured; GatewayError for a model whose provider
         has no such tools."""
@@ -427,7 +439,7 @@ class Gateway:
         result, parts = await self._call(
             config,
             request,
-            _grounded_accept,
+            _grounded_accept(check),
             repairs=0,
             stage=stage,
             template_name=template_name,

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from annotation.llm_jobs import image_domains
 from annotation.models import FinalQuestion
 from llm.demo import stage_model_name
-from llm.gateway import CallResult, Check, Gateway, GroundedResult
+from llm.gateway import CallResult, Check, Gateway, GroundedCheck, GroundedResult
 from llm.jobs import ItemFailed, ItemResult, JobError, current_item, job_launch, register_kind
 from llm.launchers import register_launcher
 from llm.models import Job, LLMModel, Provider
@@ -255,12 +255,19 @@ def _snippet_lines(snippets: list[dict[str, str]]) -> str:
     return "\n".join(f"[{s['id']}] {s['title']} <{s['url']}>: {s['text']}" for s in snippets)
 
 
+def _grounded_evidence(found: GroundedResult) -> list[str]:
+    if snippets_from_grounding(found):
+        return []
+    return ["the search found no grounded evidence (no grounding supports)"]
+
+
 async def _grounded(
     gateway: Gateway,
     model: LLMModel,
     template: str,
     tools: tuple[str, ...],
     calls: list[CallResult],
+    check: GroundedCheck | None = None,
     **values: Any,
 ) -> GroundedResult:
     prompt = load_prompt(template)
@@ -269,6 +276,7 @@ async def _grounded(
         model,
         prompt=[prompt.render(**values)],
         tools=tools,
+        check=check,
         stage=template,
         template_name=prompt.name,
         template_version=str(prompt.version),
@@ -357,12 +365,13 @@ async def build(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
         "rubric_evidence",
         ("google_search",),
         calls,
+        # Refused in the gateway, not only here: the ledger then never answers a later launch
+        # from the cache with the same ungrounded search.
+        check=_grounded_evidence,
         question=subject.question,
         entity=subject.entity,
     )
     snippets = snippets_from_grounding(found)
-    if not snippets:
-        raise ItemFailed("the search found no grounded evidence (no grounding supports)", *calls)
 
     def layout_problems(reply: BaseModel) -> list[str]:
         assert isinstance(reply, LayoutReply)

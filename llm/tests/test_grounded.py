@@ -101,3 +101,29 @@ def test_failure_comes_back_as_a_result_and_bad_arguments_are_refused(harness):
         harness.run(lambda g: g.call_grounded(QWEN, prompt=["x"], stage="t"))
     with pytest.raises(GatewayError, match="tools"):
         grounded(harness, tools=("code_execution",))
+
+
+def test_an_answer_the_callers_check_refuses_is_never_cached(harness):
+    """Found by bench/pipeline_faults.py: a search answered without grounding was recorded ok,
+    the stage then failed the item, and the next launch without fresh calls got the same
+    ungrounded answer from the cache. With a check, the answer is recorded invalid_output (with
+    the check's problems) and the same request is sent again next time."""
+
+    def grounded_only(found):
+        return [] if found.supports else ["the answer has no grounding supports"]
+
+    harness.fake.queue(Reply(text="No sources were used."))
+    first = grounded(harness, check=grounded_only)
+    assert not first.ok and first.call.outcome == Outcome.INVALID_OUTPUT
+    assert "no grounding supports" in first.call.error and first.text == ""
+    row = LedgerEntry.objects.get()
+    assert (row.outcome, row.raw_output.startswith('{"text": "No sources')) == (
+        Outcome.INVALID_OUTPUT,
+        True,
+    )
+    meta = grounding_metadata([("Stew", "stew.example")], [("It is a stew.", [0])])
+    harness.fake.queue(Reply(text="It is a stew.", grounding=meta))
+    again = grounded(harness, check=grounded_only)
+    assert again.ok and not again.call.cached and len(harness.fake.requests) == 2
+    assert grounded(harness, check=grounded_only).call.cached  # an accepted answer is
+    assert len(harness.fake.requests) == 2

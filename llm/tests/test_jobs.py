@@ -186,6 +186,66 @@ def test_recording_the_same_item_twice_changes_nothing(sent):
 
 
 @pytest.mark.django_db
+def test_a_mixed_batch_records_each_item_its_own_values_in_a_fixed_number_of_queries(
+    sent, django_assert_num_queries
+):
+    """items_record: one read and one UPDATE per kind of outcome, whatever the batch holds,
+    each item keeping its own result, reason and spending; an item of another chunk, or one
+    named twice, changes nothing."""
+    job = launch("test.echo", 8)
+    claim, other = jobs.item_claim_chunk(job_id=job.pk), jobs.item_claim_chunk(job_id=job.pk)
+    assert claim and other and len(claim.items + other.items) == 8
+    a, b, c, d, e, f, g, h = claim.items + other.items
+    # One chunk holds all but h, which the other chunk holds.
+    JobItem.objects.filter(lease_token=other.token).exclude(pk=h.pk).update(lease_token=claim.token)
+    # A deferred run spent before: its spending is added to, not replaced.
+    JobItem.objects.filter(pk=a.pk).update(tokens_in=100, cost=Decimal("1"))
+    now = timezone.now()
+    outcomes = [
+        (a.pk, jobs.ItemResult({"n": 1}, tokens_in=5, tokens_out=1, cost=Decimal("0.25"))),
+        (b.pk, jobs.ItemResult({"n": 2}, tokens_in=6, tokens_out=2, cost=Decimal("0.5"))),
+        (c.pk, jobs.ItemFailed("bad answer", raw_output="{oops")),
+        (d.pk, ValueError("boom")),
+        (e.pk, jobs.ItemDeferred(30, {"batch": "b-1"})),
+        (f.pk, jobs.ItemDeferred(90, {"batch": "b-2"})),
+        (g.pk, jobs.ItemResult({"n": 7})),
+        (g.pk, ValueError("a second outcome for g")),
+        (h.pk, jobs.ItemResult({"n": 8})),
+    ]
+    # the savepoint and its release, the read, one UPDATE per kind (done, failed, deferred),
+    # the job's counters, and the two of _finish_if_over
+    with django_assert_num_queries(9):
+        assert jobs.items_record(job_id=job.pk, token=claim.token, outcomes=outcomes, now=now) == 5
+    rows = {row.pk: row for row in JobItem.objects.filter(job=job)}
+    assert [(rows[x.pk].status, rows[x.pk].result) for x in (a, b, g)] == [
+        (ItemStatus.DONE, {"n": 1}),
+        (ItemStatus.DONE, {"n": 2}),
+        (ItemStatus.DONE, {"n": 7}),
+    ]
+    assert (rows[a.pk].tokens_in, rows[a.pk].tokens_out, rows[a.pk].cost) == (
+        105,
+        1,
+        Decimal("1.25"),
+    )
+    assert (rows[b.pk].tokens_in, rows[b.pk].cost) == (6, Decimal("0.5"))
+    assert [(rows[x.pk].status, rows[x.pk].last_error, rows[x.pk].raw_output) for x in (c, d)] == [
+        (ItemStatus.FAILED, "bad answer", "{oops"),
+        (ItemStatus.FAILED, "ValueError: boom", ""),
+    ]
+    assert [
+        (rows[x.pk].status, rows[x.pk].result, rows[x.pk].not_before, rows[x.pk].attempts)
+        for x in (e, f)
+    ] == [
+        (ItemStatus.PENDING, {"batch": "b-1"}, now + timedelta(seconds=30), 0),
+        (ItemStatus.PENDING, {"batch": "b-2"}, now + timedelta(seconds=90), 0),
+    ]
+    assert (rows[h.pk].status, rows[h.pk].result) == (ItemStatus.RUNNING, None)
+    job.refresh_from_db()
+    assert (job.items_done, job.items_failed, job.items_remaining) == (3, 2, 3)
+    assert (job.tokens_in, job.tokens_out, job.cost) == (11, 3, Decimal("0.75"))
+
+
+@pytest.mark.django_db
 def test_a_failure_keeps_its_reason_raw_output_and_cost(sent):
     job = launch("test.echo", 1)
     claim = jobs.item_claim_chunk(job_id=job.pk)

@@ -132,6 +132,27 @@ def test_an_unknown_snippet_id_is_repaired_then_fails_the_item_with_its_problem(
     assert RubricVersion.objects.filter(rubric__question=question, stage=Stage.LLM_DRAFT).exists()
 
 
+def test_a_search_without_grounding_fails_the_item_and_is_not_cached(setup):
+    """Found by bench/pipeline_faults.py: the ungrounded search was kept as a good answer, so
+    a new launch (without fresh calls) got it again from the cache and failed the same way."""
+    question = make_question()
+    setup.fake.queue(Reply(text="I did not search."))
+    job = llm_jobs.rubric_build_launch(user=None)
+    drain(setup, job)
+    item = JobItem.objects.get(job=job)
+    assert item.status == ItemStatus.FAILED
+    assert "no grounded evidence" in item.last_error and len(setup.fake.requests) == 1
+    setup.fake.queue(
+        search_reply(), Reply(text=json.dumps({"items": [fact("I1", "s1"), garnish("s2", "s3")]}))
+    )
+    again = llm_jobs.rubric_build_launch(user=None)
+    assert not again.params.get("fresh")
+    drain(setup, again)
+    assert again.items_done == 1, jobs.job_progress(again)["failures"]
+    assert len(setup.fake.requests) == 3 and setup.fake.requests[1].body.get("tools")
+    assert RubricVersion.objects.filter(rubric__question=question, stage=Stage.LLM_DRAFT).exists()
+
+
 def test_build_is_idempotent_and_launches_only_eligible_questions(setup):
     question = make_question()
     build_draft(setup, question)
