@@ -213,9 +213,8 @@
       .includes(target.tagName);
   }
 
-  function workspaceKey(event) {
+  function workspaceKey(event, target) {
     const key = event.key;
-    const target = event.target;
     if (ownKeys(target)) {
       const form = target.form;
       if (key === "Escape") {
@@ -376,32 +375,52 @@
     }
   });
 
+  // A dialog that has just closed (Esc) leaves the focus on the button it had until the
+  // browser's next rendering update takes it away, which a busy machine delays: Enter would then
+  // press that unseen button (the keys dialog's "Turn them off", a full page load) instead of
+  // submitting the review. A key sent to an element of a closed dialog is the page's.
+  function keyTarget(event) {
+    const target = event.target;
+    if (target && target.closest && target.closest("dialog:not([open])")) {
+      target.blur();
+      return document.body;
+    }
+    return target;
+  }
+  document.addEventListener("close", function (event) {
+    const dialog = event.target;
+    if (dialog.tagName === "DIALOG" && dialog.contains(document.activeElement)) {
+      document.activeElement.blur();
+    }
+  }, true);
+
   document.addEventListener("keydown", function (event) {
     const root = panel();
     if (!root || event.ctrlKey || event.metaKey || event.altKey) return;
     const dialog = document.getElementById("keys-help");
     if (dialog && dialog.open) return; // the dialog closes itself on Esc
+    const target = keyTarget(event);
     if (root.dataset.shortcuts === "workspace") {
-      if (event.key === "?" && !typing(event.target)) {
+      if (event.key === "?" && !typing(target)) {
         event.preventDefault();
         if (dialog) dialog.showModal();
         return;
       }
-      workspaceKey(event);
+      workspaceKey(event, target);
       return;
     }
     const form = mainForm(root);
     const key = event.key;
-    if (typing(event.target)) {
-      if (event.target.tagName === "TEXTAREA" && key === "Enter" && !event.shiftKey && form) {
+    if (typing(target)) {
+      if (target.tagName === "TEXTAREA" && key === "Enter" && !event.shiftKey && form) {
         event.preventDefault();
         submit(form);
       } else if (key === "Escape") {
-        event.target.blur();
+        target.blur();
       }
       return;
     }
-    if (pressable(event.target) && (key === "Enter" || key === " ")) return;
+    if (pressable(target) && (key === "Enter" || key === " ")) return;
     // WCAG 2.1.4: with single-key shortcuts off, a printable key is only a key.
     if (key.length === 1 && singleKeysOff()) return;
     if (key === "?") {
