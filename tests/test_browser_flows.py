@@ -5,6 +5,8 @@ and the images list."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -60,3 +62,170 @@ def test_keys_dialog_closed_with_esc_never_takes_the_next_enter(make_image, alic
     assert Review.objects.filter(annotator=alice, decision="accept").count() == 2
     assert set(Candidate.objects.values_list("status", flat=True)) == {CandidateStatus.OPEN}
     assert a.errors == []
+
+
+def review(user, candidate, decision="accept", **fields):
+    from annotation import services
+
+    return services.review_submit(user=user, candidate_id=candidate.pk, decision=decision, **fields)
+
+
+def test_my_work_shows_today_the_week_the_median_the_agreement_and_the_session_bar(
+    make_image, alice, bob, carol, log_in
+):
+    from annotation import services
+
+    _, (agreed, overruled, open_one, waiting) = make_image(
+        "img-1", ["Question one?", "Question two?", "Question three?", "Question four?"]
+    )
+    # alice: three reviews today (10, 20 and 60 s); carol settles two disputes, one her way.
+    review(alice, agreed, seconds=10)
+    review(bob, agreed, "discard")
+    review(alice, overruled, seconds=20)
+    review(bob, overruled, "discard")
+    review(alice, open_one, seconds=60)
+    services.adjudication_resolve(user=carol, candidate_id=agreed.pk, decision="accept")
+    services.adjudication_resolve(user=carol, candidate_id=overruled.pk, decision="discard")
+
+    page = log_in("alice").page
+    page.goto("/review/")
+    # The menu leads there, and marks it as the current page.
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="My work").press("Enter")
+    expect(page).to_have_url(re.compile(r"/me/$"))
+    expect(page.get_by_role("link", name="My work")).to_have_attribute("aria-current", "page")
+    expect(page.get_by_test_id("today")).to_have_text("3")
+    expect(page.get_by_test_id("week")).to_have_text("3")
+    expect(page.get_by_test_id("median")).to_have_text("20 s")
+    expect(page.get_by_test_id("agreed")).to_have_text("50%")
+    expect(page.get_by_test_id("agreed").locator("xpath=..")).to_contain_text(
+        "took your decision on 1 of the 2 candidates"
+    )
+    bar = page.get_by_test_id("session").locator("progress")
+    # three done today, one still waiting for her (the fourth question)
+    expect(bar).to_have_attribute("value", "3")
+    expect(bar).to_have_attribute("max", "4")
+    expect(page.get_by_test_id("session")).to_contain_text("3 reviewed today, 1 waiting for you")
+    assert waiting.reviews.count() == 0
+    # And on to the review page, where the same bar goes on.
+    page.get_by_role("link", name="Review", exact=True).last.press("Enter")
+    expect(page.get_by_test_id("question")).to_have_text("Question four?")
+    expect(page.get_by_test_id("session-bar")).to_have_attribute("value", "3")
+
+
+def test_my_reviews_of_today_change_an_open_one_and_show_a_resolved_one_fixed(
+    make_image, alice, bob, log_in
+):
+    _, (resolved, still_open) = make_image("img-1", [Q1, Q2])
+    review(alice, resolved)
+    review(bob, resolved)  # both accept: resolved
+    mine = review(alice, still_open, "discard", reasons=["leading"], comment="Too vague")
+
+    a = log_in("alice")
+    page = a.page
+    page.goto("/review/")
+    page.get_by_role("link", name="your reviews of today").press("Enter")
+    expect(page).to_have_url(re.compile(r"/review/mine/$"))
+    rows = page.get_by_test_id("my-reviews").locator("tbody tr")
+    expect(rows).to_have_count(2)
+    # Newest first: the open one can be changed, the resolved one says it is settled.
+    expect(rows.nth(0)).to_contain_text(Q2)
+    expect(rows.nth(0)).to_contain_text("Leading (fails the stranger test)")
+    expect(rows.nth(1)).to_contain_text(Q1)
+    expect(rows.nth(1).get_by_role("button")).to_have_count(0)
+    expect(rows.nth(1)).to_contain_text("resolved: accepted")
+
+    rows.nth(0).get_by_role("button", name="Change").press("Enter")
+    expect(page).to_have_url(re.compile(r"/review/$"))
+    expect(page.get_by_test_id("question")).to_have_text(Q2)
+    # It comes back as she left it: discard, the reason, the comment.
+    expect(page.locator('#panel input[name="decision"][value="discard"]')).to_be_checked()
+    expect(page.locator('#panel input[name="reasons"][value="leading"]')).to_be_checked()
+    expect(page.locator('#panel input[name="comment"]')).to_have_value("Too vague")
+    assert not Review.objects.filter(pk=mine.pk).exists()
+    page.keyboard.press("a")
+    page.keyboard.press("Enter")
+    expect(page.get_by_test_id("empty")).to_be_visible()
+    changed = Review.objects.get(annotator=alice, candidate=still_open)
+    assert (changed.decision, changed.reasons, changed.comment) == (
+        "accept",
+        ["leading"],
+        "Too vague",
+    )
+    page.goto("/review/mine/")
+    expect(rows.nth(0)).to_contain_text("Accept")
+    assert a.errors == []
+
+
+def test_error_pages_have_the_menu_the_reason_and_a_way_on(alice, root, log_in):
+    a = log_in("alice")
+    page = a.page
+    menu = page.get_by_role("navigation", name="Main")
+    # 403: a page for admins, said so, with the annotator's own menu and the way home.
+    assert page.goto("/leaderboard/").status == 403
+    expect(page.get_by_role("heading", level=1)).to_have_text("You may not open this page")
+    expect(page.get_by_test_id("error-message")).to_have_text("This page is for admins.")
+    expect(menu.get_by_role("link")).to_have_text(["Review", "My work"])
+    page.get_by_role("link", name="Your home page").press("Enter")
+    expect(page).to_have_url(re.compile(r"/$"))
+    # 405: a GET on an address that only takes a form's submission explains, not a blank page.
+    assert page.goto("/review/undo/").status == 405
+    expect(page.get_by_test_id("error-message")).to_contain_text("It receives what a page's form")
+    expect(page.get_by_test_id("error-page")).to_contain_text("your browser sent GET")
+    expect(menu.get_by_role("link")).to_have_count(2)
+    page.get_by_role("link", name="Go to /review/").press("Enter")
+    expect(page).to_have_url(re.compile(r"/review/$"))
+
+    r = log_in("root")
+    page = r.page
+    # 404 under a list: the list, one Enter away, with the menu marking nothing as current.
+    assert page.goto("/jobs/999999/").status == 404
+    expect(page.get_by_role("heading", level=1)).to_have_text("There is nothing at this address")
+    expect(
+        page.get_by_role("navigation", name="Main").get_by_role("link", name="Jobs")
+    ).to_be_visible()
+    page.get_by_role("link", name="Go up to /jobs/").press("Enter")
+    expect(page).to_have_url(re.compile(r"/jobs/$"))
+    expect(page.get_by_role("link", name="Jobs")).to_have_attribute("aria-current", "page")
+    # A GET on the judging launch (a form's address) leads to the page that has the form.
+    assert page.goto("/judging/runs/launch/").status == 405
+    expect(page.get_by_role("link", name="Go to /judging/runs/")).to_be_visible()
+    for person in (a, r):
+        assert [e for e in person.errors if "status of 40" not in e] == []
+
+
+def test_images_list_filters_by_domain_and_popularity_and_rows_lead_to_the_image(
+    make_image, root, log_in
+):
+    make_image("cat-001", ["What breed is this cat?"], entity="Tabby cat", domain="animals")
+    make_image("owl-002", [], entity="Snowy owl", domain="animals", popularity="tail")
+    make_image("soup-003", [], entity="Bouillabaisse", domain="food", popularity="tail")
+    page = log_in("root").page
+    page.goto("/")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Images").press("Enter")
+    expect(page).to_have_url(re.compile(r"/images/$"))
+    expect(page.get_by_role("link", name="Images")).to_have_attribute("aria-current", "page")
+    expect(page.get_by_test_id("image-total")).to_have_text("3")
+
+    # Pick the filters, then Enter on Show.
+    page.get_by_label("Domain").select_option("animals")
+    page.get_by_label("Popularity").select_option("tail")
+    page.get_by_role("button", name="Show").press("Enter")
+    expect(page).to_have_url(re.compile(r"domain=animals.*popularity=tail"))
+    expect(page.get_by_test_id("image-total")).to_have_text("1")
+    rows = page.get_by_test_id("image-list").locator("tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-source-id", "owl-002")
+    # The filters stay chosen on the answer, and Clear empties them.
+    expect(page.get_by_label("Domain")).to_have_value("animals")
+    expect(page.get_by_label("Popularity")).to_have_value("tail")
+    page.get_by_label("Search").fill("breed")  # the candidate's wording
+    page.get_by_label("Popularity").select_option("")
+    page.get_by_label("Search").press("Enter")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-source-id", "cat-001")
+    page.get_by_role("link", name="Clear").press("Enter")
+    expect(page.get_by_test_id("image-total")).to_have_text("3")
+    page.get_by_role("link", name="soup-003").press("Enter")
+    expect(page).to_have_url(re.compile(r"/images/soup-003/$"))
+    expect(page.get_by_role("heading", name="soup-003")).to_be_visible()
+    expect(page.get_by_role("link", name="Images")).to_have_attribute("aria-current", "page")
