@@ -229,3 +229,92 @@ def test_images_list_filters_by_domain_and_popularity_and_rows_lead_to_the_image
     expect(page).to_have_url(re.compile(r"/images/soup-003/$"))
     expect(page.get_by_role("heading", name="soup-003")).to_be_visible()
     expect(page.get_by_role("link", name="Images")).to_have_attribute("aria-current", "page")
+
+
+def photo_zip(path, names):
+    import zipfile
+
+    from conftest import png_bytes
+
+    with zipfile.ZipFile(path, "w") as archive:
+        for name in names:
+            archive.writestr(name, png_bytes())
+    return path
+
+
+def manifest_line(source_id, **fields):
+    import json
+
+    line = {
+        "source_id": source_id,
+        "image": f"{source_id}.png",
+        "entity": "Tabby cat",
+        "domain": "animals",
+        "popularity": "head",
+        **fields,
+    }
+    return json.dumps(line) + "\n"
+
+
+def test_image_import_shows_its_progress_the_result_and_the_refreshed_list(
+    root, log_in, tmp_path, monkeypatch
+):
+    import threading
+
+    from annotation import views
+    from annotation.models import Image
+
+    # The server holds the upload until the test has seen the "checking and importing" phase.
+    release = threading.Event()
+    real_import = views.import_from_upload
+
+    def held_import(*args, **kwargs):
+        release.wait(timeout=20)
+        return real_import(*args, **kwargs)
+
+    monkeypatch.setattr(views, "import_from_upload", held_import)
+    r = log_in("root")
+    page = r.page
+    page.goto("/import/")
+    expect(page.get_by_test_id("recent-imports")).to_contain_text("None yet.")
+    manifest = tmp_path / "cats.jsonl"
+    manifest.write_text(
+        manifest_line("cat-1", candidates=["What breed is this cat?"]) + manifest_line("cat-2")
+    )
+    page.get_by_label("Manifest").set_input_files(str(manifest))
+    page.get_by_label("Images (zip)").set_input_files(
+        str(photo_zip(tmp_path / "cats.zip", ["cat-1.png", "cat-2.png"]))
+    )
+    page.get_by_role("button", name="Import").press("Enter")
+    bar = page.locator("#upload-progress")
+    expect(page.locator("#upload-phase")).to_have_text(
+        "Uploaded; the server is checking every line and importing…"
+    )
+    expect(bar).to_be_visible()
+    assert bar.evaluate("bar => bar.hasAttribute('value')") is False  # indeterminate
+    release.set()
+    expect(page.locator("#import-result h2")).to_have_text("Imported 2 images")
+    expect(bar).to_be_hidden()
+    expect(page.locator("#upload-phase")).to_have_text("")
+    recent = page.get_by_test_id("recent-imports")
+    expect(recent.locator("tbody tr")).to_have_count(1)
+    expect(recent).to_contain_text("cats.jsonl")
+    expect(recent).to_contain_text("2 imported, 0 skipped")
+    assert set(Image.objects.values_list("source_id", flat=True)) == {"cat-1", "cat-2"}
+
+    # A manifest with a bad line: its problems by line number, nothing written, the bar reset.
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(manifest_line("cat-3") + manifest_line("cat-4", popularity="famous"))
+    page.get_by_label("Manifest").set_input_files(str(bad))
+    page.get_by_label("Images (zip)").set_input_files(
+        str(photo_zip(tmp_path / "more.zip", ["cat-3.png", "cat-4.png"]))
+    )
+    page.get_by_role("button", name="Import").press("Enter")
+    problems = page.get_by_test_id("problems")
+    expect(problems).to_contain_text("line 2")
+    expect(problems).to_contain_text("famous")
+    expect(page.locator("#import-result h2")).to_have_text("Nothing was imported: 1 problem")
+    expect(bar).to_be_hidden()
+    expect(recent.locator("tbody tr")).to_have_count(1)  # the failed one is no import
+    assert not Image.objects.filter(source_id__in=["cat-3", "cat-4"]).exists()
+    assert r.errors == []
