@@ -318,3 +318,137 @@ def test_image_import_shows_its_progress_the_result_and_the_refreshed_list(
     expect(recent.locator("tbody tr")).to_have_count(1)  # the failed one is no import
     assert not Image.objects.filter(source_id__in=["cat-3", "cat-4"]).exists()
     assert r.errors == []
+
+
+def test_leaderboard_after_a_rubric_round_says_what_waits_and_launches_the_re_judging(
+    root, log_in, monkeypatch
+):
+    from decimal import Decimal
+
+    from django.db import transaction
+    from django.utils import timezone
+
+    from judging.models import EvaluatedModel, Judge
+    from judging.models import Response as ModelResponse
+    from judging.services import verdict_record
+    from judging.tests.conftest import add_checks, final_checks, make_question
+    from llm.models import Job, LLMModel
+    from llm.tasks import run_job_chunk
+    from rubrics.models import RubricVersion
+
+    # The chunk tasks a launch sends, caught after the commit instead of going to a broker.
+    sent: list[int] = []
+    monkeypatch.setattr(
+        run_job_chunk,
+        "delay_on_commit",
+        lambda job_id: transaction.on_commit(lambda: sent.append(job_id)),
+    )
+    model = LLMModel.objects.create(
+        name="judge-llm",
+        provider="gemini",
+        model="gemini-2.5-pro",
+        price_input_per_million=Decimal("1.00"),
+        price_output_per_million=Decimal("10.00"),
+    )
+    judge = Judge.objects.create(name="gemini-judge", llm_model=model)
+    answering = EvaluatedModel.objects.create(name="model-a")
+    judged, revised = make_question("q0"), make_question("q1")
+    for question in (judged, revised):
+        pending = ModelResponse.objects.create(
+            model=answering, question=question, setting="multimodal", text="Beef bourguignon."
+        )
+        for check in final_checks(question):
+            verdict_record(judge=judge, response=pending, check=check, verdict="meets")
+    # A rubric round: q1's new final version has checks gemini-judge has not judged.
+    version = RubricVersion.objects.create(
+        rubric=revised.rubric, stage="human_1", meta_rubric={}, frozen_at=timezone.now()
+    )
+    add_checks(version, ("answer_critical", "valuable", "context", "valuable"))
+
+    r = log_in("root")
+    page = r.page
+    page.goto("/")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Leaderboard").press(
+        "Enter"
+    )
+    waiting = page.get_by_test_id("rejudge")
+    expect(waiting.get_by_role("heading")).to_have_text(
+        "1 response waits for gemini-judge's verdicts"
+    )
+    expect(waiting).to_contain_text("count as Pending")
+    expect(page.get_by_test_id("leaderboard").locator("tbody tr").first).to_contain_text("1 of 2")
+    # The estimate is on the page before the launch button.
+    estimate = page.get_by_test_id("rejudge-estimate")
+    expect(estimate).to_have_text(
+        "Judging them: 1 response, at most 4 calls to judge-llm, about 8800 tokens in and 320 "
+        "out, cost about 0.0120."
+    )
+    launch = waiting.get_by_role("button", name="Launch the judging (1 item)")
+    assert estimate.evaluate(
+        "(p, b) => !!(p.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING)",
+        launch.element_handle(),
+    )
+    assert Job.objects.count() == 0
+    launch.press("Enter")
+    expect(page).to_have_url(re.compile(r"/jobs/\d+/$"))
+    job = Job.objects.get()
+    expect(page.locator(".messages")).to_contain_text(f"Job {job.pk} launched with 1 item(s).")
+    expect(page.get_by_role("heading", level=1)).to_contain_text(f"Job {job.pk}")
+    # One item: q1's response, to be judged on the new version's checks, by this judge.
+    item = job.items.get()
+    assert (job.kind, job.params["judge_id"], job.items_total) == ("judging.judge", judge.pk, 1)
+    assert item.payload == {"response_id": pending.pk, "version_id": version.pk}
+    assert sent == [job.pk]
+    assert r.errors == []
+
+
+def test_question_page_heatmap_colours_each_verdict_with_a_legend_in_words(root, log_in):
+    from django.conf import settings
+
+    from conftest import png_bytes
+    from judging.tests.test_analysis_pages import build_world
+
+    build_world()
+    photo = settings.MEDIA_ROOT / "images" / "q0.png"
+    photo.parent.mkdir(parents=True, exist_ok=True)
+    photo.write_bytes(png_bytes())
+    r = log_in("root")
+    page = r.page
+    page.goto("/leaderboard/questions/")
+    page.get_by_role("link", name="q0").press("Enter")
+    heatmap = page.get_by_test_id("heatmap")
+    expect(heatmap).to_be_visible()
+    # Checks are rows, (model, setting) x judge the columns: two checks, 6 answers x 2 judges.
+    rows = heatmap.locator("tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.first.locator("td")).to_have_count(12)
+    expect(heatmap.locator("th.answer")).to_have_count(6)
+    # Compact: the whole grid fits on the screen (it was a 10,000 px column).
+    box = heatmap.bounding_box()
+    assert box["height"] < 600 and box["width"] < 1280, box
+
+    legend = page.get_by_test_id("legend")
+    text = legend.inner_text()
+    for words in ("meets", "partially meets", "missing", "contradicts", "failed", "not judged"):
+        assert words in text, (words, text)
+    assert "_" not in text  # no raw keys
+    # Each cell has its verdict's colour, the same as the legend's swatch, and distinct ones.
+    colour = "el => getComputedStyle(el).backgroundColor"
+    seen = {}
+    for value in ("meets", "partially_meets", "missing", "contradicts", "none"):
+        cells = heatmap.locator(f"td.verdict-{value}")
+        if cells.count() == 0:
+            continue
+        swatch = legend.locator(f".verdict-{value}").evaluate(colour)
+        assert cells.first.evaluate(colour) == swatch, value
+        seen[value] = swatch
+    assert len(seen) >= 3 and len(set(seen.values())) == len(seen), seen
+    # "not judged" where gpt-judge has no verdict on the new version; the title says it in words.
+    expect(heatmap.locator("td.verdict-none")).to_have_count(2)
+    expect(heatmap.locator("td.verdict-none").first).to_have_attribute("title", "not judged")
+    first_meets = heatmap.locator("td.verdict-meets").first
+    expect(first_meets).to_have_attribute("title", re.compile(r"^meets"))
+    # A row's check leads to the check's full text below.
+    rows.first.get_by_role("link").press("Enter")
+    expect(page).to_have_url(re.compile(r"#check-"))
+    assert r.errors == []
