@@ -11,6 +11,9 @@ import pytest
 from playwright.sync_api import expect
 
 from annotation.models import Candidate, CandidateStatus, Preference, Review
+from judging.tests.test_llm_jobs import verdicts_by_check, with_photo
+from llm.tests.conftest import Harness
+from tests.fake_llm import fake_llm  # noqa: F401 (the fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -321,7 +324,7 @@ def test_image_import_shows_its_progress_the_result_and_the_refreshed_list(
 
 
 def test_leaderboard_after_a_rubric_round_says_what_waits_and_launches_the_re_judging(
-    root, log_in, monkeypatch
+    root, log_in, monkeypatch, fake_llm, settings
 ):
     from decimal import Decimal
 
@@ -354,6 +357,7 @@ def test_leaderboard_after_a_rubric_round_says_what_waits_and_launches_the_re_ju
     answering = EvaluatedModel.objects.create(name="model-a")
     judged, revised = make_question("q0"), make_question("q1")
     for question in (judged, revised):
+        with_photo(question, settings)
         pending = ModelResponse.objects.create(
             model=answering, question=question, setting="multimodal", text="Beef bourguignon."
         )
@@ -399,6 +403,16 @@ def test_leaderboard_after_a_rubric_round_says_what_waits_and_launches_the_re_ju
     assert (job.kind, job.params["judge_id"], job.items_total) == ("judging.judge", judge.pk, 1)
     assert item.payload == {"response_id": pending.pk, "version_id": version.pk}
     assert sent == [job.pk]
+
+    # The worker runs the job (here: its chunks in this process, the judge on the fake
+    # Gemini server); the leaderboard then scores both responses and says nothing waits.
+    fake_llm.responder = verdicts_by_check({"check 1": "partially_meets"})
+    Harness(fake_llm).drain(job)
+    assert (job.status, job.items_done) == ("done", 1)
+    assert len(fake_llm.requests) == 4  # one call per check of the new version
+    page.get_by_role("link", name="Leaderboard").press("Enter")
+    expect(page.get_by_test_id("leaderboard").locator("tbody tr").first).to_contain_text("2 of 2")
+    expect(page.get_by_test_id("rejudge")).to_have_count(0)
     assert r.errors == []
 
 
