@@ -52,9 +52,20 @@
     return true;
   }
 
+  // The forms whose request is on its way. Not htmx's "htmx-request" class: until htmx settles
+  // a swap (20 ms, longer on a busy machine) the new form with the same id wears the attributes
+  // of the one it replaced, class included, and an Enter in that moment was dropped unsent.
+  const sending = new WeakSet();
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    sending.add(event.detail.elt);
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    sending.delete(sender(event));
+  });
+
   function submit(form) {
     // Enter pressed again while the first submission is on its way: the form is already sent.
-    if (form.classList.contains("htmx-request")) return;
+    if (sending.has(form)) return;
     if (!form.querySelector('input[name="decision"]:checked')) {
       flash(form, "Choose a decision first: a, r or d.");
       return;
@@ -435,7 +446,7 @@
     const action = root.querySelector('[data-action-key="' + key + '"]');
     if (action && (key === "u" || key === "s")) {
       event.preventDefault();
-      if (!action.disabled && !action.form.classList.contains("htmx-request")) {
+      if (!action.disabled && !sending.has(action.form)) {
         send(action.form);
       }
       return;
