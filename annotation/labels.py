@@ -32,8 +32,10 @@ def _known() -> dict[str, str]:
         "sequence": "sequence",
         "step": "step",
     }
-    for choices in (VerdictValue, Setting, Stage, CandidateOrigin):
+    for choices in (Setting, Stage, CandidateOrigin):
         words.update({value: str(label) for value, label in choices.choices})
+    # Lower case, as "partially meets" is: a legend or a column reads evenly.
+    words.update({value: str(label).lower() for value, label in VerdictValue.choices})
     words.update({value: str(label).lower() for value, label in CandidateStatus.choices})
     words.update({value: str(label).lower() for value, label in ImageStatus.choices})
     words.update(dict(REASON_TAGS))

@@ -52,9 +52,20 @@
     return true;
   }
 
+  // The forms whose request is on its way. Not htmx's "htmx-request" class: until htmx settles
+  // a swap (20 ms, longer on a busy machine) the new form with the same id wears the attributes
+  // of the one it replaced, class included, and an Enter in that moment was dropped unsent.
+  const sending = new WeakSet();
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    sending.add(event.detail.elt);
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    sending.delete(sender(event));
+  });
+
   function submit(form) {
     // Enter pressed again while the first submission is on its way: the form is already sent.
-    if (form.classList.contains("htmx-request")) return;
+    if (sending.has(form)) return;
     if (!form.querySelector('input[name="decision"]:checked')) {
       flash(form, "Choose a decision first: a, r or d.");
       return;
@@ -215,9 +226,8 @@
 
   // The confirmation of a proposed entity: y confirms, c opens the correction box (Enter in it
   // saves, natively: the box is its form's only field), s skips.
-  function entityKey(event, root, dialog) {
+  function entityKey(event, root, dialog, target) {
     const key = event.key;
-    const target = event.target;
     if (typing(target)) {
       if (key === "Escape") target.blur();
       return;
@@ -239,15 +249,14 @@
       box.select();
     } else if (key === "y" || key === "s") {
       const action = root.querySelector('[data-action-key="' + key + '"]');
-      if (!action || action.disabled || action.form.classList.contains("htmx-request")) return;
+      if (!action || action.disabled || sending.has(action.form)) return;
       event.preventDefault();
       send(action.form, action);
     }
   }
 
-  function workspaceKey(event) {
+  function workspaceKey(event, target) {
     const key = event.key;
-    const target = event.target;
     if (ownKeys(target)) {
       const form = target.form;
       if (key === "Escape") {
@@ -408,36 +417,56 @@
     }
   });
 
+  // A dialog that has just closed (Esc) leaves the focus on the button it had until the
+  // browser's next rendering update takes it away, which a busy machine delays: Enter would then
+  // press that unseen button (the keys dialog's "Turn them off", a full page load) instead of
+  // submitting the review. A key sent to an element of a closed dialog is the page's.
+  function keyTarget(event) {
+    const target = event.target;
+    if (target && target.closest && target.closest("dialog:not([open])")) {
+      target.blur();
+      return document.body;
+    }
+    return target;
+  }
+  document.addEventListener("close", function (event) {
+    const dialog = event.target;
+    if (dialog.tagName === "DIALOG" && dialog.contains(document.activeElement)) {
+      document.activeElement.blur();
+    }
+  }, true);
+
   document.addEventListener("keydown", function (event) {
     const root = panel();
     if (!root || event.ctrlKey || event.metaKey || event.altKey) return;
     const dialog = document.getElementById("keys-help");
     if (dialog && dialog.open) return; // the dialog closes itself on Esc
+    const target = keyTarget(event);
     if (root.dataset.shortcuts === "entity") {
-      entityKey(event, root, dialog);
+      entityKey(event, root, dialog, target);
       return;
     }
     if (root.dataset.shortcuts === "workspace") {
-      if (event.key === "?" && !typing(event.target)) {
+      if (event.key === "?" && !typing(target)) {
         event.preventDefault();
         if (dialog) dialog.showModal();
         return;
       }
-      workspaceKey(event);
+      workspaceKey(event, target);
       return;
     }
     const form = mainForm(root);
     const key = event.key;
-    if (typing(event.target)) {
-      if (event.target.tagName === "TEXTAREA" && key === "Enter" && !event.shiftKey && form) {
+    if (typing(target)) {
+      if (target.tagName === "TEXTAREA" && key === "Enter" && !event.shiftKey && form) {
         event.preventDefault();
         submit(form);
       } else if (key === "Escape") {
-        event.target.blur();
+        target.blur();
       }
       return;
     }
-    if (pressable(event.target) && (key === "Enter" || key === " ")) return;
+    if (pressable(target) && (key === "Enter" || key === " ")) return;
     // WCAG 2.1.4: with single-key shortcuts off, a printable key is only a key.
     if (key.length === 1 && singleKeysOff()) return;
     if (key === "?") {
@@ -452,7 +481,7 @@
     const action = root.querySelector('[data-action-key="' + key + '"]');
     if (action && (key === "u" || key === "s")) {
       event.preventDefault();
-      if (!action.disabled && !action.form.classList.contains("htmx-request")) {
+      if (!action.disabled && !sending.has(action.form)) {
         send(action.form);
       }
       return;
