@@ -20,11 +20,15 @@ Per model, over the final questions that are not dropped:
            (or whose question has no frozen rubric yet): not scored, counted
   scored   the rest; Gamut x100 is the mean over them, with a 95% percentile bootstrap
            interval over questions (fixed seed, so a page shows the same interval every time)
+
+With `audit=True` (the page and the API) each row also carries its scores corrected by the
+random human audit (judging/ppi.py), from two more queries over the audited pairs only.
 """
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,9 +36,19 @@ from django.db.models import Case, Count, IntegerField, OuterRef, Subquery, Valu
 
 from annotation.models import FinalQuestion
 from rubrics.models import RubricCheck, RubricVersion
+from rubrics.services import final_version_ids
 
+from . import ppi
 from .comparisons import Paired, minimum_detectable_difference, pairwise
-from .models import EvaluatedModel, Judge, Response, ResponseTierCount
+from .models import (
+    EvaluatedModel,
+    Judge,
+    Response,
+    ResponseTierCount,
+    SpotCheck,
+    Verdict,
+    VerdictValue,
+)
 from .scoring import DEFAULT_SETTINGS, TIERS, ScoringError, ScoringSettings, Unscorable
 
 RESAMPLES = 1000
@@ -66,8 +80,22 @@ class Row:
     by_popularity: dict[str, Cell] = field(default_factory=dict)
     # Not told apart from the model ranked next (Holm-adjusted paired test, p >= 0.05).
     indistinguishable_from_next: bool = False
+    # Corrected by the random audit (ppi.py): "gamut" and each tier; empty without an audit.
+    corrected: dict[str, ppi.Corrected] = field(default_factory=dict)
+
+    @property
+    def audited(self) -> dict:
+        """The corrected Gamut score x100 with its interval and the pairs it rests on."""
+        return self.corrected.get("gamut", ppi.NONE).as_dict()
 
     def as_dict(self) -> dict:
+        ppi_columns = {}
+        for name in ("gamut", *TIERS):
+            c = self.corrected.get(name, ppi.NONE).as_dict()
+            ppi_columns[f"ppi_{name}"] = c["estimate"]
+            ppi_columns[f"ppi_{name}_ci_low"] = c["ci_low"]
+            ppi_columns[f"ppi_{name}_ci_high"] = c["ci_high"]
+        gamut = self.corrected.get("gamut", ppi.NONE)
         return {
             "model": self.model,
             "gamut": self.gamut,
@@ -80,6 +108,9 @@ class Row:
             "failed": self.failed,
             "pending": self.pending,
             "indistinguishable_from_next": self.indistinguishable_from_next,
+            **ppi_columns,
+            "ppi_pairs": gamut.pairs,
+            "ppi_questions": gamut.questions,
         }
 
 
@@ -95,6 +126,9 @@ EXPORT_COLUMNS = [
     "failed",
     "pending",
     "indistinguishable_from_next",
+    *(f"ppi_{name}{end}" for name in ("gamut", *TIERS) for end in ("", "_ci_low", "_ci_high")),
+    "ppi_pairs",
+    "ppi_questions",
 ]
 COMPARISON_COLUMNS = [
     "a",
@@ -285,6 +319,7 @@ def leaderboard(
     settings: ScoringSettings = DEFAULT_SETTINGS,
     resamples: int = RESAMPLES,
     seed: int = SEED,
+    audit: bool = False,
 ) -> Leaderboard:
     questions = _questions()  # in id order
     question_ids = np.array([q[0] for q in questions], dtype=np.int64)
@@ -328,6 +363,8 @@ def leaderboard(
 
     by_domain = {d: np.array([q[1] == d for q in questions], dtype=bool) for d in domains}
     by_popularity = {p: np.array([q[2] == p for q in questions], dtype=bool) for p in popularities}
+    audited = _audited(judge, setting) if audit else {}
+    question_index = {qid: j for j, qid in enumerate(question_ids.tolist())}
     rows = []
     for i, model_id in enumerate(model_ids.tolist()):
         scored = outcome[i] == SCORED
@@ -355,6 +392,19 @@ def leaderboard(
                 },
             )
         )
+        if audit:
+            # Only the questions the board scores: a pending or failed one has no judge score.
+            mine = [
+                q
+                for qid, q in audited.get(model_id, [])
+                if qid in question_index and scored[question_index[qid]]
+            ]
+            rows[-1].corrected = ppi.all_scores(
+                values,
+                {t: tier_scores[i, :, k][scored & present[i, :, k]] for k, t in enumerate(TIERS)},
+                mine,
+                settings,
+            )
     # Model names are unique, so this is a total order whatever the order of model_ids.
     rows.sort(key=lambda r: (r.gamut is None, -(r.gamut or 0), r.model))
     scored_gamut = np.where(outcome == SCORED, gamut, np.nan)
@@ -380,3 +430,45 @@ def leaderboard(
         scores=scores,
         question_ids=question_ids.tolist(),
     )
+
+
+def _audited(judge: Judge, setting: str) -> dict[int, list[tuple[int, ppi.AuditedQuestion]]]:
+    """Per model id, the (question id, AuditedQuestion) of each response in this setting that
+    has graded audit pairs on its final rubric version: one query for the pairs, one for the
+    judge's verdicts on those responses' checks (none when nothing is audited)."""
+    final = final_version_ids()
+    people: dict[int, dict[int, str]] = defaultdict(dict)
+    owner: dict[int, tuple[int, int]] = {}
+    for response_id, model_id, question_id, check_id, verdict in SpotCheck.objects.filter(
+        audit=True,
+        graded_at__isnull=False,
+        response__setting=setting,
+        check_row__version_id__in=final,
+        check_row__deleted_at__isnull=True,
+    ).values_list(
+        "response_id", "response__model_id", "response__question_id", "check_row_id", "verdict"
+    ):
+        people[response_id][check_id] = verdict
+        owner[response_id] = (model_id, question_id)
+    if not people:
+        return {}
+    judged: dict[int, dict[int, tuple[str, str]]] = defaultdict(dict)
+    for response_id, check_id, tier, verdict in Verdict.objects.filter(
+        judge=judge,
+        response_id__in=list(people),
+        check_row__version_id__in=final,
+        check_row__deleted_at__isnull=True,
+    ).values_list("response_id", "check_row_id", "check_row__tier", "verdict"):
+        judged[response_id][check_id] = (tier, verdict)
+    out: dict[int, list[tuple[int, ppi.AuditedQuestion]]] = defaultdict(list)
+    for response_id, grades in sorted(people.items()):
+        verdicts = judged.get(response_id, {})
+        # The board scores only fully judged responses without a failed verdict; the caller
+        # keeps the scored questions, this keeps the pairs the judge graded.
+        if any(v == VerdictValue.FAILED for _, v in verdicts.values()):
+            continue
+        grades = {c: v for c, v in grades.items() if c in verdicts}
+        if grades:
+            model_id, question_id = owner[response_id]
+            out[model_id].append((question_id, ppi.AuditedQuestion(verdicts, grades)))
+    return out

@@ -1,5 +1,6 @@
 """Human spot checks of the judges: drawing (response, check) pairs on which judges disagree,
-leasing them to graders one at a time, grading with the four verdicts, and each judge's
+or a random audit sample of pairs (`audit_draw`), leasing them to graders one at a time, grading
+with the four verdicts (twice, by two people, for the audit's `double` share), and each judge's
 agreement with people.
 
 Blind on the server: `spot_check_view` returns what a grader may see (question, photo, response,
@@ -8,6 +9,7 @@ check, evidence) and nothing of the judges' verdicts.
 
 from __future__ import annotations
 
+import math
 import random
 from collections import defaultdict
 from dataclasses import dataclass
@@ -18,9 +20,10 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from rubrics.models import RubricCheck
 from rubrics.services import final_version_ids
 
-from .models import Judge, SpotCheck, Verdict, VerdictValue
+from .models import Judge, Response, SpotCheck, Verdict, VerdictValue
 
 LEASE = timedelta(minutes=30)
 GRADES = [v for v in VerdictValue.values if v != VerdictValue.FAILED]
@@ -69,23 +72,31 @@ def spot_check_claim(*, user: Any, now: datetime | None = None) -> SpotCheck | N
     now = now or timezone.now()
     with transaction.atomic():
         mine = SpotCheck.objects.filter(
-            graded_at__isnull=True, claimed_by=user, claimed_until__gt=now
+            _waiting_for(user), claimed_by=user, claimed_until__gt=now
         ).first()
         if mine is not None:
             SpotCheck.objects.filter(pk=mine.pk).update(claimed_until=now + LEASE)
             return mine
         free = Q(claimed_by__isnull=True) | Q(claimed_until__lte=now) | Q(claimed_by=user)
+        waiting = _waiting_for(user)
         for candidate in (
-            SpotCheck.objects.filter(free, graded_at__isnull=True)
-            .order_by("pk")
-            .values_list("pk", flat=True)[:20]
+            SpotCheck.objects.filter(free, waiting).order_by("pk").values_list("pk", flat=True)[:20]
         ):
             # Conditional: two graders racing for one row, only one update takes it.
-            if SpotCheck.objects.filter(free, pk=candidate, graded_at__isnull=True).update(
+            if SpotCheck.objects.filter(free, waiting, pk=candidate).update(
                 claimed_by=user, claimed_until=now + LEASE
             ):
                 return SpotCheck.objects.get(pk=candidate)
     return None
+
+
+def _waiting_for(user: Any) -> Q:
+    """Spot checks this grader may grade: ungraded ones, and the double-graded audit pairs
+    that another person graded first (the same person never grades a pair twice)."""
+    second = Q(double=True, graded_at__isnull=False, second_graded_at__isnull=True) & ~Q(
+        graded_by=user
+    )
+    return Q(graded_at__isnull=True) | second
 
 
 @transaction.atomic
@@ -100,15 +111,24 @@ def spot_check_grade(
     spot = SpotCheck.objects.select_for_update().filter(pk=spot_check_id).first()
     if spot is None:
         raise SpotCheckError("there is no such spot check")
-    if spot.graded_at is not None:
+    second = spot.double and spot.graded_at is not None
+    if spot.graded_at is not None and not second or spot.second_graded_at is not None:
         raise SpotCheckError("this spot check was graded already")
+    if second and spot.graded_by_id == user.pk:
+        raise SpotCheckError("a second grade must come from another person")
     if (
         spot.claimed_by_id not in (None, user.pk)
         and spot.claimed_until is not None
         and spot.claimed_until > now
     ):
         raise SpotCheckError("another grader holds this spot check")
-    spot.verdict, spot.note, spot.graded_by, spot.graded_at = verdict, note.strip(), user, now
+    if second:
+        # The second person's note is kept with the first one's, marked.
+        spot.second_verdict, spot.second_graded_by, spot.second_graded_at = verdict, user, now
+        if note.strip():
+            spot.note = "\n".join(filter(None, [spot.note, f"(second grader) {note.strip()}"]))
+    else:
+        spot.verdict, spot.note, spot.graded_by, spot.graded_at = verdict, note.strip(), user, now
     spot.claimed_by, spot.claimed_until = None, None
     spot.save()
     return spot
@@ -187,6 +207,108 @@ def judge_agreement() -> list[JudgeAgreement]:
 
 
 def spot_check_progress() -> dict[str, int]:
+    """Spot checks drawn, graded (a double-graded pair once both grades are in), left."""
     total = SpotCheck.objects.count()
-    graded = SpotCheck.objects.filter(graded_at__isnull=False).count()
+    graded = SpotCheck.objects.filter(
+        Q(double=False) | Q(second_graded_at__isnull=False), graded_at__isnull=False
+    ).count()
     return {"total": total, "graded": graded, "left": total - graded}
+
+
+# --- the random audit ------------------------------------------------------------------------
+
+
+def audit_population() -> list[tuple[int, int, str, str]]:
+    """Every (response id, check id, tier, domain) of the final rubric versions of questions
+    not dropped: what the audit samples from. Two queries."""
+    checks: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    for check_id, question_id, tier in RubricCheck.objects.filter(
+        version_id__in=final_version_ids(),
+        deleted_at__isnull=True,
+        version__rubric__question__dropped_at__isnull=True,
+    ).values_list("id", "version__rubric__question_id", "tier"):
+        checks[question_id].append((check_id, tier))
+    return [
+        (response_id, check_id, tier, domain)
+        for response_id, question_id, domain in Response.objects.filter(
+            question__dropped_at__isnull=True
+        )
+        .order_by("id")
+        .values_list("id", "question_id", "question__image__domain")
+        for check_id, tier in checks.get(question_id, [])
+    ]
+
+
+def allocate(sizes: dict[Any, int], count: int) -> dict[Any, int]:
+    """Proportional allocation of `count` draws over strata of these sizes, by largest
+    remainder (ties broken by the strata's order), never more than a stratum holds. With it the
+    sample is self-weighting: every pair has (to rounding) the same chance to be drawn."""
+    total = sum(sizes.values())
+    count = min(count, total)
+    if not total:
+        return dict.fromkeys(sizes, 0)
+    quotas = {key: count * size / total for key, size in sizes.items()}
+    out = {key: math.floor(q) for key, q in quotas.items()}
+    left = count - sum(out.values())
+    for key in sorted(sizes, key=lambda k: (-(quotas[k] - out[k]), str(k)))[:left]:
+        out[key] += 1
+    return out
+
+
+@transaction.atomic
+def audit_draw(*, count: int, double_share: float, user: Any, seed: int | None = None) -> int:
+    """Add up to `count` pairs to the random audit: a uniform sample, without replacement,
+    of the (response, check) pairs of final rubric versions not in the audit yet, stratified by
+    (tier, domain) with proportional allocation. A share `double_share` (0..1) of them is
+    graded by two people independently. A pair already drawn as a disagreement joins the audit
+    (its grade counts for both): leaving it out would bias the sample. Returns how many."""
+    if count < 1:
+        raise SpotCheckError("draw at least one pair for the audit")
+    if not 0 <= double_share <= 1:
+        raise SpotCheckError("the share graded twice must lie between 0 and 1")
+    existing = {
+        (r, c): (pk, audit)
+        for pk, r, c, audit in SpotCheck.objects.values_list(
+            "pk", "response_id", "check_row_id", "audit"
+        )
+    }
+    strata: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+    for r, c, tier, domain in audit_population():
+        if not existing.get((r, c), (0, False))[1]:
+            strata[(tier, domain)].append((r, c))
+    rng = random.Random(seed)
+    chosen: list[tuple[int, int]] = []
+    quotas = allocate({key: len(pairs) for key, pairs in sorted(strata.items())}, count)
+    for key in sorted(strata):
+        chosen += rng.sample(strata[key], quotas[key])
+    chosen.sort()
+    doubles = set(rng.sample(chosen, round(double_share * len(chosen))))
+    joined = [pair for pair in chosen if pair in existing]
+    for pair in joined:
+        SpotCheck.objects.filter(pk=existing[pair][0]).update(audit=True, double=pair in doubles)
+    SpotCheck.objects.bulk_create(
+        [
+            SpotCheck(
+                response_id=r,
+                check_row_id=c,
+                drawn_by=user,
+                disagreement=False,
+                audit=True,
+                double=(r, c) in doubles,
+            )
+            for r, c in chosen
+            if (r, c) not in existing
+        ]
+    )
+    return len(chosen)
+
+
+def audit_progress() -> dict[str, int]:
+    """The audit's pairs: drawn, graded once, to be graded twice, graded twice."""
+    audit = SpotCheck.objects.filter(audit=True)
+    return {
+        "pairs": audit.count(),
+        "graded": audit.filter(graded_at__isnull=False).count(),
+        "double": audit.filter(double=True).count(),
+        "graded_twice": audit.filter(second_graded_at__isnull=False).count(),
+    }
