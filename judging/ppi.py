@@ -129,8 +129,11 @@ def corrected(
     from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
     unlabelled = np.asarray(judge_scores, dtype=float)
-    estimate = ppi_mean_pointestimate(y, yhat, unlabelled, w=w)
-    low, high = ppi_mean_ci(y, yhat, unlabelled, alpha=ALPHA, w=w)
+    # PPI++'s lambda divides by the judge scores' variance: when they are all equal there is
+    # nothing to tune, and plain PPI (lambda = 1) is the estimate.
+    lam = None if np.ptp(np.concatenate([yhat, unlabelled])) > 0 else 1.0
+    estimate = ppi_mean_pointestimate(y, yhat, unlabelled, lam=lam, w=w)
+    low, high = ppi_mean_ci(y, yhat, unlabelled, alpha=ALPHA, lam=lam, w=w)
     return Corrected(
         float(np.ravel(estimate)[0]),
         float(np.ravel(low)[0]),
