@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .scoring import TIERS, ScoringSettings, Tier, Verdict, response_score, tier_score
+from .scoring import TIERS, ScoringSettings, Tier, Verdict
 
 ALPHA = 0.05
 Z = 1.959963984540054  # the normal quantile of a 95% two-sided interval
@@ -78,15 +78,43 @@ class Corrected:
 NONE = Corrected(None, None, None, 0, 0)
 
 
-def _score(verdicts: Sequence[tuple[Tier, Verdict]], settings: ScoringSettings, tier: Tier | None):
-    counts: dict[str, dict[str, int]] = {}
-    for t, verdict in verdicts:
-        if tier is None or t == tier:
-            by_verdict = counts.setdefault(t, {})
-            by_verdict[verdict] = by_verdict.get(verdict, 0) + 1
-    if tier is not None:
-        return tier_score(counts[tier], settings)
-    return response_score(counts, settings).gamut
+_VERDICT_INDEX = {"meets": 0, "partially_meets": 1, "missing": 2, "contradicts": 3}
+
+
+def _counts(questions: Sequence[AuditedQuestion]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """judge[q, tier, verdict] counts over all checks, mixed[q, tier, verdict] with the
+    people's verdicts in place of the judge's on the audited checks, audited[q, tier]."""
+    tier_index = {t: i for i, t in enumerate(TIERS)}
+    cells, judged, graded = [], [], []  # (question, tier) cell; judge's, then mixed verdict
+    for q, question in enumerate(questions):
+        for check, (tier, verdict) in question.judge.items():
+            cells.append(q * len(TIERS) + tier_index[tier])
+            judged.append(_VERDICT_INDEX[verdict])
+            person = question.people.get(check)
+            graded.append(-1 if person is None else _VERDICT_INDEX[person])
+    cell, by_judge, by_people = (np.array(x, dtype=np.int64) for x in (cells, judged, graded))
+    size = len(questions) * len(TIERS)
+    judge = np.bincount(cell * 4 + by_judge, minlength=size * 4).reshape(-1, len(TIERS), 4)
+    by_mixed = np.where(by_people < 0, by_judge, by_people)
+    mixed = np.bincount(cell * 4 + by_mixed, minlength=size * 4).reshape(-1, len(TIERS), 4)
+    audited = np.bincount(cell, weights=by_people >= 0, minlength=size).reshape(-1, len(TIERS))
+    return judge.astype(float), mixed.astype(float), audited
+
+
+def _scores(counts: np.ndarray, settings: ScoringSettings) -> tuple[np.ndarray, np.ndarray]:
+    """scoring.tier_score and response_score over counts[q, tier, verdict]: the tier scores
+    (nan for a tier without a check) and the Gamut score of each question."""
+    m, p, s, c = (counts[..., i] for i in range(4))
+    present = counts.sum(axis=-1) > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tiers = np.where(
+            present,
+            (m + settings.lambda_ * p + settings.mu * c) / (m + p + s + abs(settings.mu) * c),
+            np.nan,
+        )
+        weights = np.where(present, np.array(settings.weights), 0.0)
+        gamut = np.nansum(tiers * weights, axis=-1) / weights.sum(axis=-1)
+    return tiers, gamut
 
 
 def labelled(
@@ -95,23 +123,24 @@ def labelled(
     """(Y, Yhat, weights, pairs) of the audited questions for the Gamut score (tier None) or
     one tier's score: see the module's docstring. Questions with no audited check among the
     score's checks are left out."""
-    ys, yhats, weights, pairs = [], [], [], 0
-    for question in questions:
-        checks = [c for c, (t, _) in question.judge.items() if tier is None or t == tier]
-        audited = [c for c in checks if c in question.people]
-        if not audited:
-            continue
-        judge = [question.judge[c] for c in checks]
-        mixed = [
-            (question.judge[c][0], question.people.get(c, question.judge[c][1])) for c in checks
-        ]
-        yhat = _score(judge, settings, tier)
-        error = _score(mixed, settings, tier) - yhat
-        ys.append(yhat + len(checks) / len(audited) * error)
-        yhats.append(yhat)
-        weights.append(1 / len(checks))
-        pairs += len(audited)
-    return np.array(ys), np.array(yhats), np.array(weights), pairs
+    judge, mixed, audited = _counts(questions)
+    return _labelled(judge, mixed, audited, settings, tier)
+
+
+def _labelled(judge, mixed, audited, settings, tier):
+    (judge_tiers, judge_gamut), (mixed_tiers, mixed_gamut) = (
+        _scores(judge, settings),
+        _scores(mixed, settings),
+    )
+    if tier is None:
+        n, k, yhat, ymix = judge.sum(axis=(1, 2)), audited.sum(axis=1), judge_gamut, mixed_gamut
+    else:
+        t = TIERS.index(tier)
+        n, k = judge[:, t].sum(axis=1), audited[:, t]
+        yhat, ymix = judge_tiers[:, t], mixed_tiers[:, t]
+    keep = k > 0
+    n, k, yhat, ymix = n[keep], k[keep], yhat[keep], ymix[keep]
+    return yhat + n / k * (ymix - yhat), yhat, 1 / n, int(k.sum())
 
 
 def corrected(
@@ -122,7 +151,11 @@ def corrected(
 ) -> Corrected:
     """The PPI++ estimate of the mean score over the scored questions (`judge_scores`, the
     judge's score of each, no nan) and its 95% interval."""
-    y, yhat, w, pairs = labelled(questions, settings, tier)
+    return _corrected(judge_scores, labelled(questions, settings, tier))
+
+
+def _corrected(judge_scores: np.ndarray, samples: tuple) -> Corrected:
+    y, yhat, w, pairs = samples
     if len(y) < MIN_QUESTIONS or not len(judge_scores):
         return Corrected(None, None, None, pairs, len(y))
     # ppi_py imports numba, scikit-learn and statsmodels (seconds): only when there is an audit.
@@ -150,9 +183,10 @@ def all_scores(
     settings: ScoringSettings,
 ) -> dict[str, Corrected]:
     """The corrected Gamut score ("gamut") and tier scores of one model in one setting."""
-    out = {"gamut": corrected(judge_gamut, questions, settings)}
+    counts = _counts(questions)  # once for the four scores
+    out = {"gamut": _corrected(judge_gamut, _labelled(*counts, settings, None))}
     for tier in TIERS:
-        out[tier] = corrected(judge_tiers[tier], questions, settings, tier)
+        out[tier] = _corrected(judge_tiers[tier], _labelled(*counts, settings, tier))
     return out
 
 
