@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gamut_site.settings")
 
-from judging.ppi import AuditedQuestion, all_scores  # noqa: E402
+from judging.ppi import AuditedQuestion, all_scores, question_counts  # noqa: E402
 from judging.scoring import DEFAULT_SETTINGS, TIERS, response_score  # noqa: E402
 
 VERDICTS = ("meets", "partially_meets", "missing", "contradicts")
@@ -130,7 +130,8 @@ def main() -> None:
                 for q, checks in sorted(audited.items())
             ]
             start = time.perf_counter()
-            result = all_scores(judge_scores, tier_scores, sample, DEFAULT_SETTINGS)["gamut"]
+            counts = question_counts(sample)
+            result = all_scores(judge_scores, tier_scores, counts, DEFAULT_SETTINGS)["gamut"]
             seconds.append(time.perf_counter() - start)
             low, high = 100 * result.low, 100 * result.high
             widths.append(high - low)

@@ -393,16 +393,13 @@ def leaderboard(
             )
         )
         if audit:
-            # Only the questions the board scores: a pending or failed one has no judge score.
-            mine = [
-                q
-                for qid, q in audited.get(model_id, [])
-                if qid in question_index and scored[question_index[qid]]
-            ]
-            rows[-1].corrected = ppi.all_scores(
+            rows[-1].corrected = _corrected(
+                audited.get(model_id, []),
+                question_index,
+                scored,
+                counts[i],
                 values,
                 {t: tier_scores[i, :, k][scored & present[i, :, k]] for k, t in enumerate(TIERS)},
-                mine,
                 settings,
             )
     # Model names are unique, so this is a total order whatever the order of model_ids.
@@ -432,43 +429,66 @@ def leaderboard(
     )
 
 
-def _audited(judge: Judge, setting: str) -> dict[int, list[tuple[int, ppi.AuditedQuestion]]]:
-    """Per model id, the (question id, AuditedQuestion) of each response in this setting that
-    has graded audit pairs on its final rubric version: one query for the pairs, one for the
-    judge's verdicts on those responses' checks (none when nothing is audited)."""
-    final = final_version_ids()
-    people: dict[int, dict[int, str]] = defaultdict(dict)
-    owner: dict[int, tuple[int, int]] = {}
-    for response_id, model_id, question_id, check_id, verdict in SpotCheck.objects.filter(
+def _audited(judge: Judge, setting: str) -> dict[int, list[tuple[int, int, int, int]]]:
+    """Per model id, each graded audit pair of this setting on a final rubric version as
+    (question id, tier code, the judge's verdict index, people's verdict index). Two queries
+    that read only audited rows: the pairs, and the judge's verdicts on them (none without an
+    audit). The judge's verdicts on the questions' other checks are already in the board's
+    counts."""
+    people: dict[tuple[int, int], tuple[int, int, int, str]] = {}
+    for response_id, check_id, model_id, question_id, tier, verdict in SpotCheck.objects.filter(
         audit=True,
         graded_at__isnull=False,
         response__setting=setting,
-        check_row__version_id__in=final,
+        check_row__version_id__in=final_version_ids(),
         check_row__deleted_at__isnull=True,
     ).values_list(
-        "response_id", "response__model_id", "response__question_id", "check_row_id", "verdict"
+        "response_id",
+        "check_row_id",
+        "response__model_id",
+        "response__question_id",
+        "check_row__tier",
+        "verdict",
     ):
-        people[response_id][check_id] = verdict
-        owner[response_id] = (model_id, question_id)
+        if tier in TIERS:
+            people[(response_id, check_id)] = (model_id, question_id, TIERS.index(tier), verdict)
     if not people:
         return {}
-    judged: dict[int, dict[int, tuple[str, str]]] = defaultdict(dict)
-    for response_id, check_id, tier, verdict in Verdict.objects.filter(
-        judge=judge,
-        response_id__in=list(people),
-        check_row__version_id__in=final,
-        check_row__deleted_at__isnull=True,
-    ).values_list("response_id", "check_row_id", "check_row__tier", "verdict"):
-        judged[response_id][check_id] = (tier, verdict)
-    out: dict[int, list[tuple[int, ppi.AuditedQuestion]]] = defaultdict(list)
-    for response_id, grades in sorted(people.items()):
-        verdicts = judged.get(response_id, {})
-        # The board scores only fully judged responses without a failed verdict; the caller
-        # keeps the scored questions, this keeps the pairs the judge graded.
-        if any(v == VerdictValue.FAILED for _, v in verdicts.values()):
-            continue
-        grades = {c: v for c, v in grades.items() if c in verdicts}
-        if grades:
-            model_id, question_id = owner[response_id]
-            out[model_id].append((question_id, ppi.AuditedQuestion(verdicts, grades)))
+    out: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
+    for response_id, check_id, verdict in (
+        Verdict.objects.filter(
+            judge=judge,
+            response_id__in={r for r, _ in people},
+            check_row_id__in={c for _, c in people},
+        )
+        .exclude(verdict=VerdictValue.FAILED)  # its question is not scored anyway
+        .values_list("response_id", "check_row_id", "verdict")
+    ):
+        pair = people.get((response_id, check_id))
+        if pair is not None:
+            model_id, question_id, tier, person = pair
+            out[model_id].append(
+                (question_id, tier, ppi.VERDICT_INDEX[verdict], ppi.VERDICT_INDEX[person])
+            )
     return out
+
+
+def _corrected(
+    pairs: list[tuple[int, int, int, int]],
+    question_index: dict[int, int],
+    scored: np.ndarray,
+    counts: np.ndarray,
+    gamut: np.ndarray,
+    tiers: dict[str, np.ndarray],
+    settings: ScoringSettings,
+) -> dict[str, ppi.Corrected]:
+    """One model's scores corrected by its audited pairs, on the questions the board scored
+    (a pending or failed one has no judge score), from the board's own counts."""
+    rows: dict[int, int] = {}  # question index -> row of the audited questions' arrays
+    kept = []
+    for question_id, tier, judged, person in pairs:
+        q = question_index.get(question_id)
+        if q is not None and scored[q]:
+            kept.append((rows.setdefault(q, len(rows)), tier, judged, person))
+    judge_counts = counts[list(rows)][..., :_F] if rows else np.zeros((0, len(TIERS), 4))
+    return ppi.all_scores(gamut, tiers, ppi.from_counts(judge_counts, kept), settings)

@@ -78,10 +78,27 @@ class Corrected:
 NONE = Corrected(None, None, None, 0, 0)
 
 
-_VERDICT_INDEX = {"meets": 0, "partially_meets": 1, "missing": 2, "contradicts": 3}
+VERDICT_INDEX = {"meets": 0, "partially_meets": 1, "missing": 2, "contradicts": 3}
+Counts = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def _counts(questions: Sequence[AuditedQuestion]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def from_counts(judge_counts: np.ndarray, pairs: Sequence[tuple[int, int, int, int]]) -> Counts:
+    """What the leaderboard has: the judge's counts[q, tier, verdict] of the audited
+    questions (its own counts array, verdicts in VERDICT_INDEX order), and each graded pair as
+    (question row, tier index, the judge's verdict index, people's verdict index). Returns the
+    (judge, mixed, audited) arrays `question_counts` returns."""
+    judge = np.asarray(judge_counts, dtype=float)
+    mixed = judge.copy()
+    audited = np.zeros(judge.shape[:2])
+    if len(pairs):
+        q, t, j, p = np.asarray(pairs, dtype=np.int64).T
+        np.add.at(mixed, (q, t, j), -1)
+        np.add.at(mixed, (q, t, p), 1)
+        np.add.at(audited, (q, t), 1)
+    return judge, mixed, audited
+
+
+def question_counts(questions: Sequence[AuditedQuestion]) -> Counts:
     """judge[q, tier, verdict] counts over all checks, mixed[q, tier, verdict] with the
     people's verdicts in place of the judge's on the audited checks, audited[q, tier]."""
     tier_index = {t: i for i, t in enumerate(TIERS)}
@@ -89,9 +106,9 @@ def _counts(questions: Sequence[AuditedQuestion]) -> tuple[np.ndarray, np.ndarra
     for q, question in enumerate(questions):
         for check, (tier, verdict) in question.judge.items():
             cells.append(q * len(TIERS) + tier_index[tier])
-            judged.append(_VERDICT_INDEX[verdict])
+            judged.append(VERDICT_INDEX[verdict])
             person = question.people.get(check)
-            graded.append(-1 if person is None else _VERDICT_INDEX[person])
+            graded.append(-1 if person is None else VERDICT_INDEX[person])
     cell, by_judge, by_people = (np.array(x, dtype=np.int64) for x in (cells, judged, graded))
     size = len(questions) * len(TIERS)
     judge = np.bincount(cell * 4 + by_judge, minlength=size * 4).reshape(-1, len(TIERS), 4)
@@ -123,8 +140,7 @@ def labelled(
     """(Y, Yhat, weights, pairs) of the audited questions for the Gamut score (tier None) or
     one tier's score: see the module's docstring. Questions with no audited check among the
     score's checks are left out."""
-    judge, mixed, audited = _counts(questions)
-    return _labelled(judge, mixed, audited, settings, tier)
+    return _labelled(*question_counts(questions), settings, tier)
 
 
 def _labelled(judge, mixed, audited, settings, tier):
@@ -179,11 +195,12 @@ def _corrected(judge_scores: np.ndarray, samples: tuple) -> Corrected:
 def all_scores(
     judge_gamut: np.ndarray,
     judge_tiers: Mapping[str, np.ndarray],
-    questions: Sequence[AuditedQuestion],
+    counts: Counts,
     settings: ScoringSettings,
 ) -> dict[str, Corrected]:
-    """The corrected Gamut score ("gamut") and tier scores of one model in one setting."""
-    counts = _counts(questions)  # once for the four scores
+    """The corrected Gamut score ("gamut") and tier scores of one model in one setting, from
+    the judge's scores of every scored question and the audited questions' counts
+    (`from_counts` or `question_counts`)."""
     out = {"gamut": _corrected(judge_gamut, _labelled(*counts, settings, None))}
     for tier in TIERS:
         out[tier] = _corrected(judge_tiers[tier], _labelled(*counts, settings, tier))

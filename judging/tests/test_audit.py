@@ -273,9 +273,12 @@ def test_the_quality_page_its_exports_and_the_api(
     assert {r["who"] for r in rows} == {"people", "judge-a", "judge-b"}
 
 
-def test_the_results_page_draws_the_audit_and_predicts_widths(client, world, root, dave):
+def test_the_results_page_draws_the_audit_and_predicts_widths(
+    client, world, root, dave, django_assert_num_queries
+):
     client.force_login(root)
-    page = client.get(reverse("spot_check_results")).content.decode()
+    with django_assert_num_queries(15):  # nothing graded: no verdicts read for the widths
+        page = client.get(reverse("spot_check_results")).content.decode()
     assert "– (nothing graded yet)" in page
     client.post(
         reverse("spot_check_results"), {"kind": "audit", "count": "10", "double_percent": "20"}
@@ -287,6 +290,10 @@ def test_the_results_page_draws_the_audit_and_predicts_widths(client, world, roo
     )
     assert answer.status_code == 302 and SpotCheck.objects.count() == 10
     _grade_all(dave, lambda s: "missing" if s.check_row.tier == "valuable" else "meets")
+    with django_assert_num_queries(
+        16
+    ):  # and the verdicts on the graded pairs, whatever their number
+        client.get(reverse("spot_check_results"))
     data = json.loads(client.get(reverse("spot_check_results"), {"format": "json"}).content)
     audit = data["audit"]
     assert audit["spread_from"] == "audit" and audit["boards"] == 2

@@ -10,7 +10,16 @@ import numpy as np
 import pytest
 from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
-from judging.ppi import AuditedQuestion, corrected, credit_spread, labelled, predicted_width
+from judging.ppi import (
+    VERDICT_INDEX,
+    AuditedQuestion,
+    corrected,
+    credit_spread,
+    from_counts,
+    labelled,
+    predicted_width,
+    question_counts,
+)
 from judging.scoring import DEFAULT_SETTINGS, TIERS, response_score, tier_score
 
 Q1 = AuditedQuestion(
@@ -140,3 +149,15 @@ def test_predicted_width():
     assert predicted_width(spread, 50) == pytest.approx(100 * 2 * 1.959964 * math.sqrt(0.01))
     assert predicted_width(spread, 0) is None
     assert math.isnan(credit_spread([], DEFAULT_SETTINGS))
+
+
+def test_the_leaderboard_s_counts_give_the_same_samples_as_the_verdicts():
+    """The leaderboard builds the audited questions from its own counts and the audited pairs
+    only (from_counts); the same questions from every verdict give the same arrays."""
+    judge = np.zeros((2, 3, 4))
+    judge[0, 0, 0] = judge[0, 1, 0] = 1  # Q1: meets, meets
+    judge[1, 0, 0] = judge[1, 1, 2] = judge[1, 2, 0] = 1  # Q2: meets, missing, meets
+    pairs = [(0, 1, VERDICT_INDEX["meets"], VERDICT_INDEX["missing"])]
+    pairs.append((1, 0, VERDICT_INDEX["meets"], VERDICT_INDEX["partially_meets"]))
+    for a, b in zip(from_counts(judge, pairs), question_counts([Q1, Q2]), strict=True):
+        assert a.tolist() == b.tolist()
