@@ -9,9 +9,10 @@ check, evidence) and nothing of the judges' verdicts.
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -218,25 +219,56 @@ def spot_check_progress() -> dict[str, int]:
 # --- the random audit ------------------------------------------------------------------------
 
 
-def audit_population() -> list[tuple[int, int, str, str]]:
-    """Every (response id, check id, tier, domain) of the final rubric versions of questions
-    not dropped: what the audit samples from. Two queries."""
-    checks: dict[int, list[tuple[int, str]]] = defaultdict(list)
-    for check_id, question_id, tier in RubricCheck.objects.filter(
-        version_id__in=final_version_ids(),
-        deleted_at__isnull=True,
-        version__rubric__question__dropped_at__isnull=True,
-    ).values_list("id", "version__rubric__question_id", "tier"):
-        checks[question_id].append((check_id, tier))
-    return [
-        (response_id, check_id, tier, domain)
-        for response_id, question_id, domain in Response.objects.filter(
-            question__dropped_at__isnull=True
+@dataclass
+class Stratum:
+    """The (response, check) pairs of one (tier, domain), never listed one by one (at full size
+    there are millions): per question, its responses and its checks of the tier; pair i of the
+    stratum is found from the running totals."""
+
+    questions: list[tuple[list[int], list[int]]]  # (response ids, check ids)
+    ends: list[int]  # running total of pairs, question by question
+
+    @property
+    def size(self) -> int:
+        return self.ends[-1] if self.ends else 0
+
+    def pair(self, i: int) -> tuple[int, int]:
+        q = bisect.bisect_right(self.ends, i)
+        responses, checks = self.questions[q]
+        offset = i - (self.ends[q - 1] if q else 0)
+        return responses[offset // len(checks)], checks[offset % len(checks)]
+
+
+def audit_strata() -> dict[tuple[str, str], Stratum]:
+    """The pairs the audit samples from, by (tier, domain): every response to a question not
+    dropped, with every check of its question's final rubric version. Two queries."""
+    checks: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for check_id, question_id, tier in (
+        RubricCheck.objects.filter(
+            version_id__in=final_version_ids(),
+            deleted_at__isnull=True,
+            version__rubric__question__dropped_at__isnull=True,
         )
         .order_by("id")
+        .values_list("id", "version__rubric__question_id", "tier")
+    ):
+        checks[question_id][tier].append(check_id)
+    responses: dict[int, list[int]] = defaultdict(list)
+    domains: dict[int, str] = {}
+    for response_id, question_id, domain in (
+        Response.objects.filter(question_id__in=list(checks))
+        .order_by("id")
         .values_list("id", "question_id", "question__image__domain")
-        for check_id, tier in checks.get(question_id, [])
-    ]
+    ):
+        responses[question_id].append(response_id)
+        domains[question_id] = domain
+    strata: dict[tuple[str, str], Stratum] = {}
+    for question_id in sorted(responses):
+        for tier, ids in sorted(checks[question_id].items()):
+            stratum = strata.setdefault((tier, domains[question_id]), Stratum([], []))
+            stratum.questions.append((responses[question_id], ids))
+            stratum.ends.append(stratum.size + len(responses[question_id]) * len(ids))
+    return dict(sorted(strata.items()))
 
 
 def allocate(sizes: dict[Any, int], count: int) -> dict[Any, int]:
@@ -272,20 +304,27 @@ def audit_draw(*, count: int, double_share: float, user: Any, seed: int | None =
             "pk", "response_id", "check_row_id", "audit"
         )
     }
-    strata: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
-    for r, c, tier, domain in audit_population():
-        if not existing.get((r, c), (0, False))[1]:
-            strata[(tier, domain)].append((r, c))
+    in_audit = {pair for pair, (_, audit) in existing.items() if audit}
+    strata = audit_strata()
+    tier_of = {
+        c: key for key, stratum in strata.items() for _, ids in stratum.questions for c in ids
+    }
+    audited: Counter[tuple[str, str]] = Counter(tier_of[c] for _, c in in_audit if c in tier_of)
+    quotas = allocate({key: s.size - audited[key] for key, s in strata.items()}, count)
     rng = random.Random(seed)
     chosen: list[tuple[int, int]] = []
-    quotas = allocate({key: len(pairs) for key, pairs in sorted(strata.items())}, count)
-    for key in sorted(strata):
-        chosen += rng.sample(strata[key], quotas[key])
+    for key, stratum in strata.items():
+        # A uniform order of the stratum's pairs (random.sample on a range lists nothing),
+        # skipping those in the audit already: a uniform sample of the others.
+        order = rng.sample(range(stratum.size), min(stratum.size, quotas[key] + audited[key]))
+        picked = [p for p in map(stratum.pair, order) if p not in in_audit]
+        chosen += picked[: quotas[key]]
     chosen.sort()
     doubles = set(rng.sample(chosen, round(double_share * len(chosen))))
-    joined = [pair for pair in chosen if pair in existing]
-    for pair in joined:
-        SpotCheck.objects.filter(pk=existing[pair][0]).update(audit=True, double=pair in doubles)
+    for double in (False, True):
+        joined = [existing[p][0] for p in chosen if p in existing and (p in doubles) == double]
+        if joined:
+            SpotCheck.objects.filter(pk__in=joined).update(audit=True, double=double)
     SpotCheck.objects.bulk_create(
         [
             SpotCheck(
@@ -298,7 +337,8 @@ def audit_draw(*, count: int, double_share: float, user: Any, seed: int | None =
             )
             for r, c in chosen
             if (r, c) not in existing
-        ]
+        ],
+        batch_size=500,
     )
     return len(chosen)
 

@@ -4,6 +4,8 @@ measured against people. Graders never see the judges' verdicts, nor a first gra
 
 from __future__ import annotations
 
+import math
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -146,7 +148,7 @@ def audit_report() -> dict:
         "progress": audit_progress(),
         "boards": boards,
         "spread_from": source or None,
-        "spread": None if spread != spread else spread,  # nan: nothing graded yet
+        "spread": None if math.isnan(spread) else spread,  # nan: nothing graded yet
         "widths": [
             {
                 "pairs": n,
