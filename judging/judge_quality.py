@@ -27,10 +27,13 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from django.db.models import Q
 from sklearn.metrics import cohen_kappa_score, f1_score, precision_recall_fscore_support
 
-from .models import Judge, SpotCheck, Verdict, VerdictValue
+from .models import Judge, ResponseTierCount, SpotCheck, Verdict, VerdictValue
+from .ppi import VERDICT_INDEX, from_counts, rectifier_spread
+from .scoring import TIERS, ScoringSettings
 from .spot_checks import GRADES
 
 SOURCES = ("all", "audit", "disagreement")
@@ -211,26 +214,64 @@ def export_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def agreement_spread() -> tuple[list[tuple[str, str]], str]:
-    """(judge verdict, people's verdict) over graded audit pairs, every judge pooled; the
-    graded spot checks of any kind when the audit has none yet (they are the hard cases, so
-    the width predicted from them errs on the wide side). And which kind was used."""
+def audit_spread(settings: ScoringSettings) -> tuple[float, str, int]:
+    """`ppi.rectifier_spread` of the graded audit pairs under every judge, from the judges'
+    per-tier counts of the audited responses (as the leaderboard computes it); the graded spot
+    checks of any kind while the audit has none (the hard cases: the width predicted from
+    them errs on the wide side). Returns the spread, the kind used and the questions."""
     for source in ("audit", "all"):
-        graded = {
-            (r, c): v
-            for r, c, v in SpotCheck.objects.filter(
+        people = {
+            (r, c): (version, tier, verdict)
+            for r, c, version, tier, verdict in SpotCheck.objects.filter(
                 Q(audit=True) if source == "audit" else Q(), graded_at__isnull=False
-            ).values_list("response_id", "check_row_id", "verdict")
+            )
+            .order_by()
+            .values_list(
+                "response_id", "check_row_id", "check_row__version_id", "check_row__tier", "verdict"
+            )
+            if tier in TIERS
         }
-        if not graded:
+        if not people:
             continue
-        pairs = [
-            (verdict, graded[(r, c)])
-            for r, c, verdict in Verdict.objects.filter(response_id__in={r for r, _ in graded})
+        responses = {r for r, _ in people}
+        pairs: dict[tuple[int, int, int], list[tuple[int, int, int]]] = defaultdict(list)
+        for judge_id, r, c, verdict in (
+            Verdict.objects.filter(
+                response_id__in=responses, check_row_id__in={c for _, c in people}
+            )
             .exclude(verdict=VerdictValue.FAILED)
-            .values_list("response_id", "check_row_id", "verdict")
-            if (r, c) in graded
-        ]
-        if len(pairs) >= 2:
-            return pairs, source
-    return [], ""
+            .order_by()
+            .values_list("judge_id", "response_id", "check_row_id", "verdict")
+        ):
+            if (r, c) in people:
+                version, tier, person = people[(r, c)]
+                pairs[(judge_id, r, version)].append(
+                    (TIERS.index(tier), VERDICT_INDEX[verdict], VERDICT_INDEX[person])
+                )
+        counts: dict[tuple[int, int, int], np.ndarray] = {}
+        for judge_id, r, version, tier, *row in (
+            ResponseTierCount.objects.filter(response_id__in=responses)
+            .order_by()
+            .values_list(
+                "judge_id",
+                "response_id",
+                "version_id",
+                "tier",
+                "meets",
+                "partially",
+                "missing",
+                "contradicts",
+                "failed",
+            )
+        ):
+            key = (judge_id, r, version)
+            if key in pairs and tier in TIERS:
+                cell = counts.setdefault(key, np.zeros((len(TIERS), 5)))
+                cell[TIERS.index(tier)] = row
+        keys = [k for k in sorted(counts) if not counts[k][:, 4].any()]  # no failed verdict
+        judge_counts = np.array([counts[k][:, :4] for k in keys]).reshape(-1, len(TIERS), 4)
+        flat = [(i, *pair) for i, k in enumerate(keys) for pair in pairs[k]]
+        spread = rectifier_spread(from_counts(judge_counts, flat), settings)
+        if not math.isnan(spread):
+            return spread, source, len(keys)
+    return math.nan, "", 0

@@ -36,7 +36,6 @@ from django.db.models import Case, Count, IntegerField, OuterRef, Subquery, Valu
 
 from annotation.models import FinalQuestion
 from rubrics.models import RubricCheck, RubricVersion
-from rubrics.services import final_version_ids
 
 from . import ppi
 from .comparisons import Paired, minimum_detectable_difference, pairwise
@@ -396,6 +395,7 @@ def leaderboard(
             rows[-1].corrected = _corrected(
                 audited.get(model_id, []),
                 question_index,
+                final_versions,
                 scored,
                 counts[i],
                 values,
@@ -429,53 +429,73 @@ def leaderboard(
     )
 
 
-def _audited(judge: Judge, setting: str) -> dict[int, list[tuple[int, int, int, int]]]:
-    """Per model id, each graded audit pair of this setting on a final rubric version as
-    (question id, tier code, the judge's verdict index, people's verdict index). Two queries
+def _audited(judge: Judge, setting: str) -> dict[int, list[tuple[int, int, int, int, int]]]:
+    """Per model id, each graded audit pair of this setting as (question id, rubric version
+    id, tier code, the judge's verdict index, people's verdict index); the caller keeps those
+    of each question's final version. Two queries
     that read only audited rows: the pairs, and the judge's verdicts on them (none without an
     audit). The judge's verdicts on the questions' other checks are already in the board's
     counts."""
-    people: dict[tuple[int, int], tuple[int, int, int, str]] = {}
-    for response_id, check_id, model_id, question_id, tier, verdict in SpotCheck.objects.filter(
-        audit=True,
-        graded_at__isnull=False,
-        response__setting=setting,
-        check_row__version_id__in=final_version_ids(),
-        check_row__deleted_at__isnull=True,
-    ).values_list(
-        "response_id",
-        "check_row_id",
-        "response__model_id",
-        "response__question_id",
-        "check_row__tier",
-        "verdict",
+    people: dict[tuple[int, int], tuple[int, int, int, int, str]] = {}
+    for response_id, check_id, model_id, question_id, version_id, tier, verdict in (
+        SpotCheck.objects.filter(
+            audit=True,
+            graded_at__isnull=False,
+            response__setting=setting,
+            check_row__deleted_at__isnull=True,
+        )
+        .order_by()
+        .values_list(
+            "response_id",
+            "check_row_id",
+            "response__model_id",
+            "response__question_id",
+            "check_row__version_id",
+            "check_row__tier",
+            "verdict",
+        )
     ):
         if tier in TIERS:
-            people[(response_id, check_id)] = (model_id, question_id, TIERS.index(tier), verdict)
+            people[(response_id, check_id)] = (
+                model_id,
+                question_id,
+                version_id,
+                TIERS.index(tier),
+                verdict,
+            )
     if not people:
         return {}
-    out: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
-    for response_id, check_id, verdict in (
+    out: dict[int, list[tuple[int, int, int, int, int]]] = defaultdict(list)
+    # Every judge's verdicts on the audited pairs, this judge's kept here: with `judge=` in the
+    # query SQLite walks the judge's index (all its verdicts, a second at full size) rather
+    # than the responses'; this reads the few rows of the audited responses.
+    for judge_id, response_id, check_id, verdict in (
         Verdict.objects.filter(
-            judge=judge,
-            response_id__in={r for r, _ in people},
-            check_row_id__in={c for _, c in people},
+            response_id__in={r for r, _ in people}, check_row_id__in={c for _, c in people}
         )
         .exclude(verdict=VerdictValue.FAILED)  # its question is not scored anyway
-        .values_list("response_id", "check_row_id", "verdict")
+        .order_by()
+        .values_list("judge_id", "response_id", "check_row_id", "verdict")
     ):
         pair = people.get((response_id, check_id))
-        if pair is not None:
-            model_id, question_id, tier, person = pair
+        if pair is not None and judge_id == judge.pk:
+            model_id, question_id, version_id, tier, person = pair
             out[model_id].append(
-                (question_id, tier, ppi.VERDICT_INDEX[verdict], ppi.VERDICT_INDEX[person])
+                (
+                    question_id,
+                    version_id,
+                    tier,
+                    ppi.VERDICT_INDEX[verdict],
+                    ppi.VERDICT_INDEX[person],
+                )
             )
     return out
 
 
 def _corrected(
-    pairs: list[tuple[int, int, int, int]],
+    pairs: list[tuple[int, int, int, int, int]],
     question_index: dict[int, int],
+    final_versions: np.ndarray,
     scored: np.ndarray,
     counts: np.ndarray,
     gamut: np.ndarray,
@@ -483,12 +503,13 @@ def _corrected(
     settings: ScoringSettings,
 ) -> dict[str, ppi.Corrected]:
     """One model's scores corrected by its audited pairs, on the questions the board scored
-    (a pending or failed one has no judge score), from the board's own counts."""
+    (a pending or failed one has no judge score) and their final versions' checks, from the
+    board's own counts."""
     rows: dict[int, int] = {}  # question index -> row of the audited questions' arrays
     kept = []
-    for question_id, tier, judged, person in pairs:
+    for question_id, version_id, tier, judged, person in pairs:
         q = question_index.get(question_id)
-        if q is not None and scored[q]:
+        if q is not None and scored[q] and final_versions[q] == version_id:
             kept.append((rows.setdefault(q, len(rows)), tier, judged, person))
     judge_counts = counts[list(rows)][..., :_F] if rows else np.zeros((0, len(TIERS), 4))
     return ppi.all_scores(gamut, tiers, ppi.from_counts(judge_counts, kept), settings)

@@ -207,20 +207,21 @@ def all_scores(
     return out
 
 
-def credit_spread(pairs: Sequence[tuple[Verdict, Verdict]], settings: ScoringSettings) -> float:
-    """The variance of (people's credit - judge's credit) over graded (judge, people) verdict
-    pairs: what one audited pair adds to the rectifier's variance, roughly (a check weighs
-    about 1/n of its question's score and is scaled by n)."""
-    if len(pairs) < 2:
+def rectifier_spread(counts: Counts, settings: ScoringSettings) -> float:
+    """The variance of one audited question's weighted rectifier, w (Y - Yhat), over the
+    audited questions of these counts (any judges and boards pooled): what the PPI interval's
+    width is made of (plain PPI; PPI++ can only narrow it). nan for fewer than two."""
+    y, yhat, w, _ = _labelled(*counts, settings, None)
+    if len(y) < 2:
         return math.nan
-    diffs = np.array([settings.value(h) - settings.value(j) for j, h in pairs])
-    return float(diffs.var(ddof=1))
+    return float(np.var(w / w.sum() * len(w) * (y - yhat), ddof=1))
 
 
 def predicted_width(spread: float, pairs_per_board: float) -> float | None:
     """The 95% interval width (x100) that this many audited pairs per model and setting should
-    give a corrected Gamut score, from the spread of the judge's errors seen so far. The
-    judge-only term (over every question) is left out: it is small beside the rectifier's."""
+    give a corrected Gamut score, from `rectifier_spread` of the audit so far (an audited
+    question per pair: pairs rarely share a question). The judge-only term (over every
+    question) is left out: it is small beside the rectifier's."""
     if not pairs_per_board or math.isnan(spread):
         return None
     return 100 * 2 * Z * math.sqrt(spread / pairs_per_board)

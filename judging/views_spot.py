@@ -16,7 +16,7 @@ from core import access
 from . import judge_quality as quality
 from .csv_export import csv_response
 from .models import Response, SpotCheck, VerdictValue
-from .ppi import credit_spread, predicted_width
+from .ppi import predicted_width
 from .services import scoring_settings
 from .spot_checks import (
     GRADES,
@@ -141,8 +141,7 @@ def _audit_draw(request: HttpRequest) -> HttpResponse:
 def audit_report() -> dict:
     """The audit's progress and the 95% interval width of a corrected Gamut score that each
     sample size should give, from the judges' agreement with people seen so far."""
-    pairs, source = quality.agreement_spread()
-    spread = credit_spread(pairs, scoring_settings())
+    spread, source, _ = quality.audit_spread(scoring_settings())
     boards = Response.objects.values("model_id", "setting").distinct().count()
     return {
         "progress": audit_progress(),

@@ -290,9 +290,8 @@ def test_the_results_page_draws_the_audit_and_predicts_widths(
     )
     assert answer.status_code == 302 and SpotCheck.objects.count() == 10
     _grade_all(dave, lambda s: "missing" if s.check_row.tier == "valuable" else "meets")
-    with django_assert_num_queries(
-        16
-    ):  # and the verdicts on the graded pairs, whatever their number
+    # And the verdicts and per-tier counts of the graded pairs, whatever their number.
+    with django_assert_num_queries(17):
         client.get(reverse("spot_check_results"))
     data = json.loads(client.get(reverse("spot_check_results"), {"format": "json"}).content)
     audit = data["audit"]

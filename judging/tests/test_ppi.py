@@ -14,11 +14,11 @@ from judging.ppi import (
     VERDICT_INDEX,
     AuditedQuestion,
     corrected,
-    credit_spread,
     from_counts,
     labelled,
     predicted_width,
     question_counts,
+    rectifier_spread,
 )
 from judging.scoring import DEFAULT_SETTINGS, TIERS, response_score, tier_score
 
@@ -143,12 +143,13 @@ def test_a_tier_is_corrected_over_its_own_checks():
     assert y.tolist() == [0.0]
 
 
-def test_predicted_width():
-    spread = credit_spread([("meets", "missing"), ("meets", "meets")], DEFAULT_SETTINGS)
-    assert spread == pytest.approx(0.5)  # credits differ by -1 and 0
-    assert predicted_width(spread, 50) == pytest.approx(100 * 2 * 1.959964 * math.sqrt(0.01))
-    assert predicted_width(spread, 0) is None
-    assert math.isnan(credit_spread([], DEFAULT_SETTINGS))
+def test_the_rectifier_spread_and_the_predicted_width():
+    # Q1, Q2: Y - Yhat = -2/3 and -0.9, weights to mean 1 are 1.2 and 0.8: -0.8 and -0.72.
+    spread = rectifier_spread(question_counts([Q1, Q2]), DEFAULT_SETTINGS)
+    assert spread == pytest.approx(2 * 0.04**2)
+    assert math.isnan(rectifier_spread(question_counts([Q1]), DEFAULT_SETTINGS))
+    assert predicted_width(0.25, 100) == pytest.approx(100 * 2 * 1.959964 * 0.05)
+    assert predicted_width(0.25, 0) is None
 
 
 def test_the_leaderboard_s_counts_give_the_same_samples_as_the_verdicts():
