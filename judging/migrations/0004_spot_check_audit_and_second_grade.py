@@ -6,46 +6,73 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('judging', '0003_verdict_keys_hold_every_judge_input'),
-        ('rubrics', '0001_initial'),
+        ("judging", "0003_verdict_keys_hold_every_judge_input"),
+        ("rubrics", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='spotcheck',
-            name='audit',
+            model_name="spotcheck",
+            name="audit",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='spotcheck',
-            name='disagreement',
+            model_name="spotcheck",
+            name="disagreement",
             field=models.BooleanField(default=True),
         ),
         migrations.AddField(
-            model_name='spotcheck',
-            name='double',
+            model_name="spotcheck",
+            name="double",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='spotcheck',
-            name='second_graded_at',
+            model_name="spotcheck",
+            name="second_graded_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='spotcheck',
-            name='second_graded_by',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="spotcheck",
+            name="second_graded_by",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='spotcheck',
-            name='second_verdict',
-            field=models.CharField(blank=True, choices=[('meets', 'Meets'), ('partially_meets', 'partially meets'), ('missing', 'Missing'), ('contradicts', 'Contradicts')], max_length=16),
+            model_name="spotcheck",
+            name="second_verdict",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("meets", "Meets"),
+                    ("partially_meets", "partially meets"),
+                    ("missing", "Missing"),
+                    ("contradicts", "Contradicts"),
+                ],
+                max_length=16,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='spotcheck',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('second_graded_at__isnull', True), ('second_verdict', '')), models.Q(('double', True), ('graded_at__isnull', False), ('second_graded_at__isnull', False), ('second_graded_by__isnull', False), models.Q(('second_verdict', ''), _negated=True)), _connector='OR'), name='spot_check_second_grade_whole'),
+            model_name="spotcheck",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("second_graded_at__isnull", True), ("second_verdict", "")),
+                    models.Q(
+                        ("double", True),
+                        ("graded_at__isnull", False),
+                        ("second_graded_at__isnull", False),
+                        ("second_graded_by__isnull", False),
+                        models.Q(("second_verdict", ""), _negated=True),
+                    ),
+                    _connector="OR",
+                ),
+                name="spot_check_second_grade_whole",
+            ),
         ),
     ]
