@@ -125,6 +125,7 @@ urlpatterns = [
         name="spot_check_grade",
     ),
     path("judging/spot-checks/results/", judging_spot.results_page, name="spot_check_results"),
+    path("judging/spot-checks/quality/", judging_spot.quality_page, name="judge_quality"),
     path("leaderboard/settings/", results_views.settings_page, name="results_settings"),
     path("leaderboard/judges/", results_views.judges_page, name="results_judges"),
     path("leaderboard/questions/", results_views.questions_page, name="results_questions"),
@@ -161,6 +162,8 @@ urlpatterns = [
         judging_api.spot_check_agreement,
         name="api_spot_check_agreement",
     ),
+    path("api/spot-checks/audit/", judging_api.audit_detail, name="api_audit"),
+    path("api/spot-checks/quality/", judging_api.quality_detail, name="api_judge_quality"),
     path("api/leaderboard/settings/", judging_api.settings_detail, name="api_results_settings"),
     path("api/leaderboard/judges/", judging_api.judges_detail, name="api_results_judges"),
     path(

@@ -24,11 +24,13 @@ from llm.api import QUEUE_DOWN, JobSerializer
 from . import reports
 from .analysis import LABELS
 from .check_report import check_report
+from .judge_quality import SOURCES, judge_quality
 from .leaderboard import board_as_dict, leaderboard
 from .models import EvaluatedModel, Judge, Setting
 from .scoring import TIERS
 from .services import scoring_settings
 from .spot_checks import judge_agreement, spot_check_progress
+from .views_spot import audit_report
 
 # --- the shapes, for the OpenAPI schema ------------------------------------------------------
 
@@ -53,6 +55,20 @@ class LeaderboardRowSerializer(serializers.Serializer):
     indistinguishable_from_next = serializers.BooleanField(
         help_text="not told apart from the next model (Holm-adjusted paired test)"
     )
+    ppi_gamut = _score("Gamut x100 corrected by the random human audit (PPI++), null without one")
+    ppi_gamut_ci_low = _score("95% PPI++ interval, x100")
+    ppi_gamut_ci_high = _score("95% PPI++ interval, x100")
+    ppi_answer_critical = _score("tier score x100 corrected by the audit")
+    ppi_answer_critical_ci_low = _score()
+    ppi_answer_critical_ci_high = _score()
+    ppi_valuable = _score("tier score x100 corrected by the audit")
+    ppi_valuable_ci_low = _score()
+    ppi_valuable_ci_high = _score()
+    ppi_context = _score("tier score x100 corrected by the audit")
+    ppi_context_ci_low = _score()
+    ppi_context_ci_high = _score()
+    ppi_pairs = serializers.IntegerField(help_text="graded audit pairs the correction rests on")
+    ppi_questions = serializers.IntegerField(help_text="audited questions (the PPI samples)")
 
 
 class ComparisonSerializer(serializers.Serializer):
@@ -293,7 +309,9 @@ def _answer(serializer: type[serializers.Serializer], build) -> Response:
 def leaderboard_detail(request: Request) -> Response:
     def build() -> dict:
         judge, setting = _judge(request), _setting(request)
-        return board_as_dict(leaderboard(judge=judge, setting=setting, settings=scoring_settings()))
+        return board_as_dict(
+            leaderboard(judge=judge, setting=setting, settings=scoring_settings(), audit=True)
+        )
 
     return _answer(LeaderboardSerializer, build)
 
@@ -375,9 +393,37 @@ class SpotProgressSerializer(serializers.Serializer):
     left = serializers.IntegerField()
 
 
+class AuditWidthSerializer(serializers.Serializer):
+    pairs = serializers.IntegerField(help_text="audit sample size (pairs)")
+    per_board = serializers.FloatField(allow_null=True, help_text="pairs per model and setting")
+    width = serializers.FloatField(
+        allow_null=True, help_text="predicted 95% interval width of a corrected Gamut x100"
+    )
+
+
+class AuditProgressSerializer(serializers.Serializer):
+    pairs = serializers.IntegerField(help_text="pairs in the audit")
+    graded = serializers.IntegerField(help_text="graded at least once")
+    double = serializers.IntegerField(help_text="to be graded by two people")
+    graded_twice = serializers.IntegerField()
+
+
+class AuditSerializer(serializers.Serializer):
+    progress = AuditProgressSerializer()
+    boards = serializers.IntegerField(help_text="(model, setting) pairs with responses")
+    spread_from = serializers.CharField(
+        allow_null=True, help_text="audit, or all spot checks while the audit has no grade"
+    )
+    spread = serializers.FloatField(
+        allow_null=True, help_text="variance of people's minus the judge's credit per pair"
+    )
+    widths = AuditWidthSerializer(many=True)
+
+
 class AgreementSerializer(serializers.Serializer):
     agreement = AgreementRowSerializer(many=True)
     progress = SpotProgressSerializer()
+    audit = AuditSerializer(help_text="the random audit: progress and predicted widths")
 
 
 @extend_schema(
@@ -391,9 +437,91 @@ def spot_check_agreement(request: Request) -> Response:
         return {
             "agreement": [row.as_dict() for row in judge_agreement()],
             "progress": spot_check_progress(),
+            "audit": audit_report(),
         }
 
     return _answer(AgreementSerializer, build)
+
+
+@extend_schema(
+    summary="The random human audit: progress and predicted interval widths (admins)",
+    responses={200: AuditSerializer, **ERRORS},
+)
+@api_view(["GET"])
+@_ADMINS
+def audit_detail(request: Request) -> Response:
+    return _answer(audit_report)
+
+
+class VerdictMeasureSerializer(serializers.Serializer):
+    precision = serializers.FloatField(allow_null=True)
+    recall = serializers.FloatField(allow_null=True)
+    f1 = serializers.FloatField(allow_null=True)
+    support = serializers.IntegerField(help_text="pairs people gave this verdict")
+
+
+class QualityGroupSerializer(serializers.Serializer):
+    by = serializers.ChoiceField(choices=["all", "tier", "domain", "stage"])
+    value = serializers.CharField()
+    pairs = serializers.IntegerField()
+    exact = serializers.IntegerField()
+    kappa = serializers.FloatField(allow_null=True, help_text="Cohen's kappa")
+    macro_f1 = serializers.FloatField(allow_null=True)
+    verdicts = serializers.DictField(
+        child=VerdictMeasureSerializer(), help_text="per verdict, people's verdict as the truth"
+    )
+
+
+class CalibrationSerializer(serializers.Serializer):
+    verdict = serializers.CharField()
+    given = serializers.IntegerField(help_text="times the judge gave it on graded pairs")
+    confirmed = serializers.IntegerField(help_text="times people gave it too")
+    rate = serializers.FloatField(allow_null=True)
+    people = serializers.DictField(child=serializers.IntegerField())
+
+
+class CeilingSerializer(serializers.Serializer):
+    double_pairs = serializers.IntegerField()
+    judge_kappa = serializers.FloatField(allow_null=True, help_text="mean with the two people")
+    people_kappa = serializers.FloatField(allow_null=True)
+    as_good_as_a_second_person = serializers.BooleanField(allow_null=True)
+
+
+class JudgeQualitySerializer(serializers.Serializer):
+    judge = serializers.CharField()
+    groups = QualityGroupSerializer(many=True)
+    calibration = CalibrationSerializer(many=True)
+    ceiling = CeilingSerializer()
+
+
+class QualitySerializer(serializers.Serializer):
+    source = serializers.ChoiceField(choices=["all", "audit", "disagreement"])
+    labels = serializers.IntegerField()
+    double = serializers.IntegerField()
+    min_double = serializers.IntegerField()
+    people = QualityGroupSerializer(many=True, help_text="second person against the first")
+    judges = JudgeQualitySerializer(many=True)
+
+
+@extend_schema(
+    summary="Each judge measured against people, beside people against each other (admins)",
+    parameters=[
+        OpenApiParameter(
+            "source",
+            OpenApiTypes.STR,
+            enum=["all", "audit", "disagreement"],
+            description="which spot checks are the labels; default: all",
+        )
+    ],
+    responses={200: QualitySerializer, **ERRORS},
+)
+@api_view(["GET"])
+@_ADMINS
+def quality_detail(request: Request) -> Response:
+    source = request.query_params.get("source", "all")
+    if source not in SOURCES:
+        raise InvalidInput(f"source must be one of {', '.join(SOURCES)}", "source")
+    return _answer(lambda: judge_quality(source))
 
 
 class FlaggedCheckSerializer(serializers.Serializer):

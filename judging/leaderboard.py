@@ -21,11 +21,15 @@ Per model, over the final questions that are not dropped:
   scored   the rest; Gamut x100 is the mean over them, with a 95% percentile bootstrap
            interval over questions (fixed seed, so a page shows the same interval every time;
            every model's resamples draw the same questions, see `bootstrap_intervals`)
+
+With `audit=True` (the page and the API) each row also carries its scores corrected by the
+random human audit (judging/ppi.py), from two more queries over the audited pairs only.
 """
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,8 +39,17 @@ from django.db.models import Case, Count, IntegerField, OuterRef, Subquery, Valu
 from annotation.models import FinalQuestion
 from rubrics.models import RubricCheck, RubricVersion
 
+from . import ppi
 from .comparisons import Paired, minimum_detectable_difference, pairwise
-from .models import EvaluatedModel, Judge, Response, ResponseTierCount
+from .models import (
+    EvaluatedModel,
+    Judge,
+    Response,
+    ResponseTierCount,
+    SpotCheck,
+    Verdict,
+    VerdictValue,
+)
 from .scoring import DEFAULT_SETTINGS, TIERS, ScoringError, ScoringSettings, Unscorable
 
 RESAMPLES = 1000
@@ -68,8 +81,22 @@ class Row:
     by_popularity: dict[str, Cell] = field(default_factory=dict)
     # Not told apart from the model ranked next (Holm-adjusted paired test, p >= 0.05).
     indistinguishable_from_next: bool = False
+    # Corrected by the random audit (ppi.py): "gamut" and each tier; empty without an audit.
+    corrected: dict[str, ppi.Corrected] = field(default_factory=dict)
+
+    @property
+    def audited(self) -> dict:
+        """The corrected Gamut score x100 with its interval and the pairs it rests on."""
+        return self.corrected.get("gamut", ppi.NONE).as_dict()
 
     def as_dict(self) -> dict:
+        ppi_columns = {}
+        for name in ("gamut", *TIERS):
+            c = self.corrected.get(name, ppi.NONE).as_dict()
+            ppi_columns[f"ppi_{name}"] = c["estimate"]
+            ppi_columns[f"ppi_{name}_ci_low"] = c["ci_low"]
+            ppi_columns[f"ppi_{name}_ci_high"] = c["ci_high"]
+        gamut = self.corrected.get("gamut", ppi.NONE)
         return {
             "model": self.model,
             "gamut": self.gamut,
@@ -82,6 +109,9 @@ class Row:
             "failed": self.failed,
             "pending": self.pending,
             "indistinguishable_from_next": self.indistinguishable_from_next,
+            **ppi_columns,
+            "ppi_pairs": gamut.pairs,
+            "ppi_questions": gamut.questions,
         }
 
 
@@ -97,6 +127,9 @@ EXPORT_COLUMNS = [
     "failed",
     "pending",
     "indistinguishable_from_next",
+    *(f"ppi_{name}{end}" for name in ("gamut", *TIERS) for end in ("", "_ci_low", "_ci_high")),
+    "ppi_pairs",
+    "ppi_questions",
 ]
 COMPARISON_COLUMNS = [
     "a",
@@ -323,6 +356,7 @@ def leaderboard(
     settings: ScoringSettings = DEFAULT_SETTINGS,
     resamples: int = RESAMPLES,
     seed: int = SEED,
+    audit: bool = False,
 ) -> Leaderboard:
     questions = _questions()  # in id order
     question_ids = np.array([q[0] for q in questions], dtype=np.int64)
@@ -366,6 +400,8 @@ def leaderboard(
 
     by_domain = {d: np.array([q[1] == d for q in questions], dtype=bool) for d in domains}
     by_popularity = {p: np.array([q[2] == p for q in questions], dtype=bool) for p in popularities}
+    audited = _audited(judge, setting) if audit else {}
+    question_index = {qid: j for j, qid in enumerate(question_ids.tolist())}
     rows = []
     intervals = bootstrap_intervals(
         np.where(outcome == SCORED, gamut, np.nan), resamples=resamples, seed=seed
@@ -396,6 +432,17 @@ def leaderboard(
                 },
             )
         )
+        if audit:
+            rows[-1].corrected = _corrected(
+                audited.get(model_id, []),
+                question_index,
+                final_versions,
+                scored,
+                counts[i],
+                values,
+                {t: tier_scores[i, :, k][scored & present[i, :, k]] for k, t in enumerate(TIERS)},
+                settings,
+            )
     # Model names are unique, so this is a total order whatever the order of model_ids.
     rows.sort(key=lambda r: (r.gamut is None, -(r.gamut or 0), r.model))
     scored_gamut = np.where(outcome == SCORED, gamut, np.nan)
@@ -421,3 +468,89 @@ def leaderboard(
         scores=scores,
         question_ids=question_ids.tolist(),
     )
+
+
+def _audited(judge: Judge, setting: str) -> dict[int, list[tuple[int, int, int, int, int]]]:
+    """Per model id, each graded audit pair of this setting as (question id, rubric version
+    id, tier code, the judge's verdict index, people's verdict index); the caller keeps those
+    of each question's final version. Two queries
+    that read only audited rows: the pairs, and the judge's verdicts on them (none without an
+    audit). The judge's verdicts on the questions' other checks are already in the board's
+    counts."""
+    people: dict[tuple[int, int], tuple[int, int, int, int, str]] = {}
+    for response_id, check_id, model_id, question_id, version_id, tier, verdict in (
+        SpotCheck.objects.filter(
+            audit=True,
+            graded_at__isnull=False,
+            response__setting=setting,
+            check_row__deleted_at__isnull=True,
+        )
+        .order_by()
+        .values_list(
+            "response_id",
+            "check_row_id",
+            "response__model_id",
+            "response__question_id",
+            "check_row__version_id",
+            "check_row__tier",
+            "verdict",
+        )
+    ):
+        if tier in TIERS:
+            people[(response_id, check_id)] = (
+                model_id,
+                question_id,
+                version_id,
+                TIERS.index(tier),
+                verdict,
+            )
+    if not people:
+        return {}
+    out: dict[int, list[tuple[int, int, int, int, int]]] = defaultdict(list)
+    # Every judge's verdicts on the audited pairs, this judge's kept here: with `judge=` in the
+    # query SQLite walks the judge's index (all its verdicts, a second at full size) rather
+    # than the responses'; this reads the few rows of the audited responses.
+    for judge_id, response_id, check_id, verdict in (
+        Verdict.objects.filter(
+            response_id__in={r for r, _ in people}, check_row_id__in={c for _, c in people}
+        )
+        .exclude(verdict=VerdictValue.FAILED)  # its question is not scored anyway
+        .order_by()
+        .values_list("judge_id", "response_id", "check_row_id", "verdict")
+    ):
+        pair = people.get((response_id, check_id))
+        if pair is not None and judge_id == judge.pk:
+            model_id, question_id, version_id, tier, person = pair
+            out[model_id].append(
+                (
+                    question_id,
+                    version_id,
+                    tier,
+                    ppi.VERDICT_INDEX[verdict],
+                    ppi.VERDICT_INDEX[person],
+                )
+            )
+    return out
+
+
+def _corrected(
+    pairs: list[tuple[int, int, int, int, int]],
+    question_index: dict[int, int],
+    final_versions: np.ndarray,
+    scored: np.ndarray,
+    counts: np.ndarray,
+    gamut: np.ndarray,
+    tiers: dict[str, np.ndarray],
+    settings: ScoringSettings,
+) -> dict[str, ppi.Corrected]:
+    """One model's scores corrected by its audited pairs, on the questions the board scored
+    (a pending or failed one has no judge score) and their final versions' checks, from the
+    board's own counts."""
+    rows: dict[int, int] = {}  # question index -> row of the audited questions' arrays
+    kept = []
+    for question_id, version_id, tier, judged, person in pairs:
+        q = question_index.get(question_id)
+        if q is not None and scored[q] and final_versions[q] == version_id:
+            kept.append((rows.setdefault(q, len(rows)), tier, judged, person))
+    judge_counts = counts[list(rows)][..., :_F] if rows else np.zeros((0, len(TIERS), 4))
+    return ppi.all_scores(gamut, tiers, ppi.from_counts(judge_counts, kept), settings)

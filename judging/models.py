@@ -193,9 +193,12 @@ class ScoringConfig(models.Model):
 
 
 class SpotCheck(models.Model):
-    """A (response, check) pair on which judges disagree, drawn for a person to grade with the
-    same four verdicts. Graders never see the judges' verdicts (the page does not send them);
-    each judge's agreement with people is computed from the graded rows."""
+    """A (response, check) pair drawn for a person to grade with the same four verdicts: one on
+    which judges disagree (`disagreement`: good for finding problems, biased as an estimate),
+    or one of the random audit (`audit`: a uniform sample stratified by tier and domain, what
+    corrected scores rest on), or both when the audit drew a pair already drawn. Graders never
+    see the judges' verdicts (the page does not send them), nor the first grade of a pair that
+    `double` asks a second person to grade (the human-human ceiling)."""
 
     response = models.ForeignKey(Response, on_delete=models.PROTECT, related_name="spot_checks")
     check_row = models.ForeignKey(
@@ -220,11 +223,36 @@ class SpotCheck(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     graded_at = models.DateTimeField(null=True, blank=True)
+    disagreement = models.BooleanField(default=True)  # drawn among the judges' disagreements
+    audit = models.BooleanField(default=False)  # in the random audit sample
+    double = models.BooleanField(default=False)  # a second person grades it too, independently
+    second_verdict = models.CharField(
+        max_length=16,
+        blank=True,
+        choices=[(v, label) for v, label in VerdictValue.choices if v != VerdictValue.FAILED],
+    )
+    second_graded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    second_graded_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["id"]
         constraints = [
             models.UniqueConstraint(fields=["response", "check_row"], name="spot_check_once"),
+            models.CheckConstraint(
+                condition=(
+                    models.Q(second_graded_at__isnull=True, second_verdict="")
+                    | models.Q(
+                        double=True,
+                        graded_at__isnull=False,
+                        second_graded_at__isnull=False,
+                        second_graded_by__isnull=False,
+                    )
+                    & ~models.Q(second_verdict="")
+                ),
+                name="spot_check_second_grade_whole",
+            ),
             models.CheckConstraint(
                 condition=(
                     models.Q(graded_at__isnull=True, verdict="")

@@ -59,7 +59,9 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     if setting not in Setting.values:
         setting = Setting.MULTIMODAL
     scoring = scoring_settings()
-    board = leaderboard(judge=judge, setting=setting, settings=scoring) if judge else None
+    board = (
+        leaderboard(judge=judge, setting=setting, settings=scoring, audit=True) if judge else None
+    )
     export = request.GET.get("format")
     if export in ("csv", "json") and board is None:
         return HttpResponse("No judge yet.", status=404, content_type="text/plain")

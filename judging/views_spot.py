@@ -1,7 +1,10 @@
-"""Human spot checks: graders (rubric revisers and admins) grade, admins draw and read each
-judge's agreement with people. Graders never see the judges' verdicts."""
+"""Human spot checks: graders (rubric revisers and admins) grade, admins draw (among the
+disagreements, or the random audit) and read each judge's agreement with people and the judges
+measured against people. Graders never see the judges' verdicts, nor a first grader's."""
 
 from __future__ import annotations
+
+import math
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -10,11 +13,16 @@ from django.views.decorators.http import require_GET, require_POST
 
 from core import access
 
+from . import judge_quality as quality
 from .csv_export import csv_response
-from .models import SpotCheck, VerdictValue
+from .models import Response, SpotCheck, VerdictValue
+from .ppi import predicted_width
+from .services import scoring_settings
 from .spot_checks import (
     GRADES,
     SpotCheckError,
+    audit_draw,
+    audit_progress,
     judge_agreement,
     spot_check_claim,
     spot_check_grade,
@@ -25,6 +33,8 @@ from .spot_checks import (
 
 EXPORT_COLUMNS = ["judge", "graded", "exact", "exact_rate", "same_side", "same_side_rate"]
 MAX_DRAW = 5_000
+MAX_AUDIT = 20_000
+AUDIT_SIZES = (200, 500, 1_000, 2_000, 5_000)
 
 
 @access.role_required(access.RUBRIC_REVISER, access.ADMIN)
@@ -36,6 +46,7 @@ def grade_page(request: HttpRequest) -> HttpResponse:
         "grades": [(v, VerdictValue(v).label, n) for n, v in enumerate(GRADES, 1)],
     }
     if spot is not None:
+        context["second"] = spot.double and spot.graded_at is not None
         spot = SpotCheck.objects.select_related(
             "response__question__image", "check_row__version"
         ).get(pk=spot.pk)
@@ -61,6 +72,8 @@ def grade_submit(request: HttpRequest, spot_check_id: int) -> HttpResponse:
 @access.role_required(access.ADMIN)
 def results_page(request: HttpRequest) -> HttpResponse:
     """Admins: draw spot checks (POST), read and export each judge's agreement with people."""
+    if request.method == "POST" and request.POST.get("kind") == "audit":
+        return _audit_draw(request)
     if request.method == "POST":
         try:
             count = int(request.POST.get("count", ""))
@@ -83,11 +96,105 @@ def results_page(request: HttpRequest) -> HttpResponse:
     rows = [row.as_dict() for row in judge_agreement()]
     export = request.GET.get("format")
     if export == "json":
-        return JsonResponse({"agreement": rows, "progress": spot_check_progress()})
+        return JsonResponse(
+            {"agreement": rows, "progress": spot_check_progress(), "audit": audit_report()}
+        )
     if export == "csv":
         return csv_response("judge-agreement", EXPORT_COLUMNS, rows)
     return render(
         request,
         "judging/spot_results.html",
-        {"rows": rows, "progress": spot_check_progress(), "max_draw": MAX_DRAW},
+        {
+            "rows": rows,
+            "progress": spot_check_progress(),
+            "max_draw": MAX_DRAW,
+            "max_audit": MAX_AUDIT,
+            "audit": audit_report(),
+        },
     )
+
+
+def _audit_draw(request: HttpRequest) -> HttpResponse:
+    try:
+        count = int(request.POST.get("count", ""))
+        share = float(request.POST.get("double_percent", "")) / 100
+        if not 1 <= count <= MAX_AUDIT or not 0 <= share <= 1:
+            raise ValueError
+    except ValueError:
+        messages.error(
+            request, f"Audit between 1 and {MAX_AUDIT} pairs, a share graded twice of 0 to 100%."
+        )
+        return redirect("spot_check_results")
+    try:
+        drawn = audit_draw(count=count, double_share=share, user=request.user)
+    except SpotCheckError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request,
+            f"{drawn} pair(s) added to the audit"
+            + ("" if drawn == count else f": only {drawn} pair(s) were left to audit"),
+        )
+    return redirect("spot_check_results")
+
+
+def audit_report() -> dict:
+    """The audit's progress and the 95% interval width of a corrected Gamut score that each
+    sample size should give, from the judges' agreement with people seen so far."""
+    spread, source, _ = quality.audit_spread(scoring_settings())
+    boards = Response.objects.values("model_id", "setting").distinct().count()
+    return {
+        "progress": audit_progress(),
+        "boards": boards,
+        "spread_from": source or None,
+        "spread": None if math.isnan(spread) else spread,  # nan: nothing graded yet
+        "widths": [
+            {
+                "pairs": n,
+                "per_board": n / boards if boards else None,
+                "width": predicted_width(spread, n / boards) if boards else None,
+            }
+            for n in AUDIT_SIZES
+        ],
+    }
+
+
+@access.role_required(access.ADMIN)
+@require_GET
+def quality_page(request: HttpRequest) -> HttpResponse:
+    """Admins: each judge against people, the people against each other, calibration."""
+    source = request.GET.get("source", "all")
+    if source not in quality.SOURCES:
+        source = "all"
+    report = quality.judge_quality(source)
+    export = request.GET.get("format")
+    if export == "json":
+        return JsonResponse(report)
+    if export == "csv":
+        return csv_response(
+            f"judges-against-people-{source}", quality.EXPORT_COLUMNS, quality.export_rows(report)
+        )
+    for judge in report["judges"]:
+        overall = next((g for g in judge["groups"] if g["by"] == "all"), None)
+        judge["kappa"] = overall["kappa"] if overall else None
+        judge["bar"] = _kappa_bar(judge["kappa"])
+    people = next((g for g in report["people"] if g["by"] == "all"), None)
+    return render(
+        request,
+        "judging/spot_quality.html",
+        {
+            "report": report,
+            "source": source,
+            "sources": quality.SOURCES,
+            "grades": GRADES,
+            "people_kappa": people["kappa"] if people else None,
+            "people_bar": _kappa_bar(people["kappa"] if people else None),
+        },
+    )
+
+
+def _kappa_bar(kappa: float | None) -> dict:
+    """Kappa in [-1, 1] as a bar from the middle of a 0..100 track."""
+    if kappa is None:
+        return {"value": None, "bar": 0, "negative": False}
+    return {"value": kappa, "bar": round(abs(kappa) * 50), "negative": kappa < 0}

@@ -63,6 +63,7 @@ def demo_pages() -> list[str]:
         "/judging/runs/",
         "/judging/spot-checks/",
         "/judging/spot-checks/results/",
+        "/judging/spot-checks/quality/",
         "/leaderboard/settings/",
         "/leaderboard/judges/",
         "/leaderboard/questions/",
@@ -131,7 +132,7 @@ def test_axe_finds_no_serious_violation_on_any_page_for_any_role(browser, live_s
     assert errors == []
     # Every role saw its own pages, not only refusals: home and its work (review, adjudicate,
     # rubrics and spot checks), and the admin every admin page.
-    assert opened == {"admin": 19, "alice": 3, "bob": 3, "carol": 3, "dave": 6, "erin": 3}
+    assert opened == {"admin": 20, "alice": 3, "bob": 3, "carol": 3, "dave": 6, "erin": 3}
 
 
 def test_axe_runs_under_the_sites_csp(log_in, root):

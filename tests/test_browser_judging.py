@@ -55,3 +55,44 @@ def test_grade_spot_checks_with_the_keyboard(dave, root, log_in, screenshot):
     assert grades[first] == "missing"
     assert sorted(grades.values()) == ["meets", "missing"]
     assert set(SpotCheck.objects.values_list("graded_by__username", flat=True)) == {"dave"}
+
+
+def test_an_audit_pair_is_graded_twice_with_the_keyboard_by_two_people(
+    dave, root, log_in, screenshot
+):
+    """The random audit on the same page and keys: dave grades an audit pair that is to be
+    graded twice; root, the second grader, is told so, sees neither the judge's verdict nor
+    dave's grade or note, and grades it with the keyboard too."""
+    from judging.spot_checks import audit_draw
+
+    judge = Judge.objects.create(name="judge-a")
+    model = EvaluatedModel.objects.create(name="model-a")
+    question = make_question("q1", tiers=("answer_critical",))
+    response = Response.objects.create(
+        model=model, question=question, setting="text_only", text="It is beef bourguignon."
+    )
+    (check,) = final_checks(question)
+    verdict_record(judge=judge, response=response, check=check, verdict="meets", rationale="A")
+    assert audit_draw(count=1, double_share=1, user=root, seed=1) == 1
+
+    page = log_in("dave").page
+    page.goto("/judging/spot-checks/")
+    expect(page.get_by_test_id("spot-check")).to_be_visible()
+    expect(page.get_by_test_id("second")).to_have_count(0)
+    page.get_by_label("Note (optional)").fill("DAVE-NOTE")
+    page.get_by_test_id("response").click()  # leave the note field: keys grade again
+    page.keyboard.press("4")  # contradicts
+    page.keyboard.press("Enter")
+    expect(page.get_by_test_id("empty")).to_be_visible()  # never his own pair again
+
+    second = log_in("root").page
+    second.goto("/judging/spot-checks/")
+    expect(second.get_by_test_id("second")).to_be_visible()
+    assert "DAVE-NOTE" not in second.content() and "checked" not in second.content()
+    screenshot(second, "audit-second-grade")
+    second.keyboard.press("3")  # missing
+    second.keyboard.press("Enter")
+    expect(second.get_by_test_id("empty")).to_be_visible()
+    spot = SpotCheck.objects.get()
+    assert (spot.verdict, spot.second_verdict) == ("contradicts", "missing")
+    assert (spot.graded_by.username, spot.second_graded_by.username) == ("dave", "root")
