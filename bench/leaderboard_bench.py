@@ -6,8 +6,10 @@ both give the same scores.
 Run it on a database that bench/generate_judging_data.py filled. It measures:
 
   leaderboard  judging.leaderboard.leaderboard() for every judge and both settings, as the
-               page computes them: rows, tier scores, bootstrap intervals, the breakdowns by
-               domain and popularity. "cold" is the first call in a fresh process (a child
+               page computes them (audit=True): rows, tier scores, bootstrap intervals, the
+               breakdowns by domain and popularity, the paired comparisons, and the scores
+               corrected by the random human audit (PPI++, from the audited pairs only).
+               "cold" is the first call in a fresh process (a child
                started for it: new connection, nothing cached in Python); "warm" is the
                median and the best of --repeat more calls in this process. The database's
                own cache (the OS page cache for SQLite, shared buffers for PostgreSQL) is warm
@@ -116,7 +118,7 @@ def all_boards(
     boards = {}
     started, cpu = time.perf_counter(), time.process_time()
     for judge, setting in judge_settings:
-        boards[(judge.name, setting)] = leaderboard(judge=judge, setting=setting)
+        boards[(judge.name, setting)] = leaderboard(judge=judge, setting=setting, audit=True)
     return time.perf_counter() - started, time.process_time() - cpu, boards
 
 
@@ -339,7 +341,7 @@ def main(argv=None) -> int:
     runs = [all_boards(judge_settings) for _ in range(args.repeat)]
     warm, warm_cpu = [r[0] for r in runs], [r[1] for r in runs]
     with CaptureQueriesContext(connection) as queries:
-        leaderboard(judge=judges[0], setting=Setting.values[0])
+        leaderboard(judge=judges[0], setting=Setting.values[0], audit=True)
     started, cpu = time.perf_counter(), time.process_time()
     loops = loop_scores(judges)
     loop_seconds, loop_cpu = time.perf_counter() - started, time.process_time() - cpu
