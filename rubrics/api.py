@@ -63,7 +63,7 @@ class ZipRenderer(BaseRenderer):
         (200, "application/zip"): OpenApiResponse(
             OpenApiTypes.BINARY, description="the export as a zip"
         ),
-        **{(code, JSONRenderer.media_type): ErrorSerializer for code in (400, 401, 403, 500)},
+        **{(code, JSONRenderer.media_type): ErrorSerializer for code in (400, 401, 403, 409)},
     },
 )
 @api_view(["GET"])
@@ -84,7 +84,9 @@ def benchmark_export(request: Request) -> FileResponse | Response:
         manifest = export_to_zip(handle, LAYOUTS[layout])
     except ExportError as exc:
         handle.close()
-        return rendered(ErrorSerializer, {"detail": str(exc)}, status=500)
+        # What the data lacks (a missing photo, an unfrozen rubric): a conflict with the
+        # current state that an admin resolves, not a server failure.
+        return rendered(ErrorSerializer, {"detail": str(exc)}, status=409)
     except BaseException:
         handle.close()
         raise

@@ -362,8 +362,9 @@ def test_job_list_query_count_is_constant(client, root, django_assert_num_querie
         finish(launch(2, user=root), fail={0})
     client.force_login(root)
     # Session, user, count, page, the domains every stage's filter offers, the user's groups,
-    # and for each of the five stages the demo model it would fall back on (none configured).
-    with django_assert_num_queries(11):
+    # and for each of the six stages the demo model it would fall back on (none configured;
+    # the entity proposals fall back on the generation model's).
+    with django_assert_num_queries(12):
         assert client.get(reverse("jobs")).status_code == 200
 
 
@@ -410,8 +411,9 @@ def test_job_list_query_count_with_models_configured(
         finish(launch(2, user=root), fail={0})
     client.force_login(root)
     # Session, user, count, page, the domains, the user's groups, and each stage's model
-    # (generation, guard, build and the two refinement rounds: whether it can run).
-    with django_assert_num_queries(11):
+    # (entity proposals, generation, guard, build and the two refinement rounds: whether it
+    # can run).
+    with django_assert_num_queries(12):
         assert client.get(reverse("jobs")).status_code == 200
 
 
