@@ -92,6 +92,12 @@ REPAIR_PROMPT = (
     "Reply again with the corrected JSON only: the same content, fixed so that none of these "
     "problems remains."
 )
+# The repair of a grounded (free-text) answer: no JSON, the tools again.
+GROUNDED_REPAIR_PROMPT = (
+    "Your previous answer could not be used:\n{errors}\n"
+    "Answer the same task again, using the tools you were given (search the web, or read the "
+    "URLs), so that every claim is grounded in the sources they return."
+)
 # An image costs about this many input tokens on Gemini; only the token bucket's estimate.
 _IMAGE_TOKENS = 258
 
@@ -421,11 +427,11 @@ class Gateway:
         job_id: int | None = None,
     ) -> GroundedResult:
         """A free-text answer using built-in tools (Google Search, URL context), with its
-        grounding metadata; no repair, as free text has nothing to validate. The ledger's raw
-        output is the JSON of {text, chunks, supports, url_statuses}, which is also what the
-        cache answers from. An answer that `check` finds problems with (e.g. a search answered
-        without grounding) is recorded as invalid_output, so the cache never serves it, and the
-        call fails with those problems.
+        grounding metadata. The ledger's raw output is the JSON of {text, chunks, supports,
+        url_statuses}, which is also what the cache answers from. An answer that `check` finds
+        problems with (e.g. a search answered without grounding) is recorded as
+        invalid_output, so the cache never serves it, and gets up to LLM_MAX_REPAIRS repair
+        turns (its problems, and the model's own text); then the call fails with them.
 
         Raises QuotaExhausted like call_structured; GatewayError for a model whose provider
         has no such tools."""
@@ -440,7 +446,10 @@ class Gateway:
             config,
             request,
             _grounded_accept(check),
-            repairs=0,
+            # Only a check has something to repair: an answer it refuses (a search answered
+            # without grounding) gets the same repair turns as a structured one.
+            repairs=self.conf.max_repairs if check is not None else 0,
+            repair_prompt=GROUNDED_REPAIR_PROMPT,
             stage=stage,
             template_name=template_name,
             template_version=template_version,
@@ -487,6 +496,7 @@ class Gateway:
         accept: _Accept,
         *,
         repairs: int,
+        repair_prompt: str = REPAIR_PROMPT,
         stage: str,
         template_name: str,
         template_version: str,
@@ -542,8 +552,11 @@ class Gateway:
             result.outcome, result.raw_text, result.error = outcome, text, problems
             if accepted is not None or len(request.repairs) >= repairs:
                 return result, accepted
+            # The model's own words go back: for a grounded answer, not the ledger's JSON of it.
+            rejected = reply.text if request.tools else text
             request = replace(
-                request, repairs=(*request.repairs, (text, REPAIR_PROMPT.format(errors=problems)))
+                request,
+                repairs=(*request.repairs, (rejected, repair_prompt.format(errors=problems))),
             )
 
     async def _send(

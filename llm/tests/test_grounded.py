@@ -112,18 +112,45 @@ def test_an_answer_the_callers_check_refuses_is_never_cached(harness):
     def grounded_only(found):
         return [] if found.supports else ["the answer has no grounding supports"]
 
-    harness.fake.queue(Reply(text="No sources were used."))
+    for _ in range(3):  # the answer and both repair turns (LLM_MAX_REPAIRS) ungrounded
+        harness.fake.queue(Reply(text="No sources were used."))
     first = grounded(harness, check=grounded_only)
     assert not first.ok and first.call.outcome == Outcome.INVALID_OUTPUT
     assert "no grounding supports" in first.call.error and first.text == ""
-    row = LedgerEntry.objects.get()
-    assert (row.outcome, row.raw_output.startswith('{"text": "No sources')) == (
-        Outcome.INVALID_OUTPUT,
-        True,
-    )
+    rows = list(LedgerEntry.objects.order_by("id"))
+    assert [(r.outcome, r.is_repair) for r in rows] == [
+        (Outcome.INVALID_OUTPUT, False),
+        (Outcome.INVALID_OUTPUT, True),
+        (Outcome.INVALID_OUTPUT, True),
+    ]
+    assert rows[0].raw_output.startswith('{"text": "No sources')
     meta = grounding_metadata([("Stew", "stew.example")], [("It is a stew.", [0])])
     harness.fake.queue(Reply(text="It is a stew.", grounding=meta))
     again = grounded(harness, check=grounded_only)
-    assert again.ok and not again.call.cached and len(harness.fake.requests) == 2
+    assert again.ok and not again.call.cached and len(harness.fake.requests) == 4
     assert grounded(harness, check=grounded_only).call.cached  # an accepted answer is
+    assert len(harness.fake.requests) == 4
+
+
+def test_an_ungrounded_answer_gets_a_repair_turn_that_asks_for_the_tools(harness):
+    """Found by bench/pipeline_faults.py: most of the rubric build's first failures were
+    searches answered without grounding, failed at once. The check's problems go back to the
+    model, with its own words (not the ledger's JSON), and a grounded second answer is kept."""
+
+    def grounded_only(found):
+        return [] if found.supports else ["the answer has no grounding supports"]
+
+    harness.fake.queue(Reply(text="From memory: it is a stew."))
+    meta = grounding_metadata([("Stew", "stew.example")], [("It is a stew.", [0])])
+    harness.fake.queue(Reply(text="It is a stew.", grounding=meta))
+    found = grounded(harness, check=grounded_only)
+    assert found.ok and found.text == "It is a stew." and found.supports
     assert len(harness.fake.requests) == 2
+    turns = harness.fake.requests[1].body["contents"]
+    assert [t["role"] for t in turns] == ["user", "model", "user"]
+    assert turns[1]["parts"][0]["text"] == "From memory: it is a stew."
+    repair = turns[2]["parts"][0]["text"]
+    assert "no grounding supports" in repair and "tools" in repair and "JSON" not in repair
+    assert harness.fake.requests[1].body["tools"] == [{"googleSearch": {}}]
+    rows = list(LedgerEntry.objects.order_by("id").values_list("outcome", "is_repair"))
+    assert rows == [(Outcome.INVALID_OUTPUT, False), (Outcome.OK, True)]

@@ -132,16 +132,18 @@ def test_an_unknown_snippet_id_is_repaired_then_fails_the_item_with_its_problem(
     assert RubricVersion.objects.filter(rubric__question=question, stage=Stage.LLM_DRAFT).exists()
 
 
-def test_a_search_without_grounding_fails_the_item_and_is_not_cached(setup):
+def test_a_search_without_grounding_is_repaired_then_fails_the_item_and_is_not_cached(setup):
     """Found by bench/pipeline_faults.py: the ungrounded search was kept as a good answer, so
-    a new launch (without fresh calls) got it again from the cache and failed the same way."""
+    a new launch (without fresh calls) got it again from the cache and failed the same way.
+    Now it gets the repair turns first; after them the item fails, and is not cached."""
     question = make_question()
-    setup.fake.queue(Reply(text="I did not search."))
+    for _ in range(3):  # the search and both repair turns (LLM_MAX_REPAIRS) ungrounded
+        setup.fake.queue(Reply(text="I did not search."))
     job = llm_jobs.rubric_build_launch(user=None)
     drain(setup, job)
     item = JobItem.objects.get(job=job)
     assert item.status == ItemStatus.FAILED
-    assert "no grounded evidence" in item.last_error and len(setup.fake.requests) == 1
+    assert "no grounded evidence" in item.last_error and len(setup.fake.requests) == 3
     setup.fake.queue(
         search_reply(), Reply(text=json.dumps({"items": [fact("I1", "s1"), garnish("s2", "s3")]}))
     )
@@ -149,7 +151,22 @@ def test_a_search_without_grounding_fails_the_item_and_is_not_cached(setup):
     assert not again.params.get("fresh")
     drain(setup, again)
     assert again.items_done == 1, jobs.job_progress(again)["failures"]
-    assert len(setup.fake.requests) == 3 and setup.fake.requests[1].body.get("tools")
+    assert len(setup.fake.requests) == 5 and setup.fake.requests[3].body.get("tools")
+    assert RubricVersion.objects.filter(rubric__question=question, stage=Stage.LLM_DRAFT).exists()
+
+
+def test_a_search_answered_without_grounding_is_repaired_within_the_item(setup):
+    question = make_question()
+    setup.fake.queue(
+        Reply(text="I did not search."),
+        search_reply(),
+        Reply(text=json.dumps({"items": [fact("I1", "s1"), garnish("s2", "s3")]})),
+    )
+    job = llm_jobs.rubric_build_launch(user=None)
+    drain(setup, job)
+    assert job.items_done == 1, jobs.job_progress(job)["failures"]
+    assert len(setup.fake.requests) == 3
+    assert "grounded" in setup.fake.requests[1].body["contents"][-1]["parts"][0]["text"]
     assert RubricVersion.objects.filter(rubric__question=question, stage=Stage.LLM_DRAFT).exists()
 
 
