@@ -42,7 +42,7 @@ def wait_for(page: Page, condition, timeout_ms: int = 5000) -> None:
 
 
 def edit_forms_open(page: Page) -> int:
-    return page.locator("#checklist form.edit-text:not([hidden])").count()
+    return page.locator("#checklist li.check .edit-text:not([hidden])").count()
 
 
 def test_buttons_and_selects_keep_their_keys(dave, log_in):
@@ -102,6 +102,16 @@ def test_buttons_and_selects_keep_their_keys(dave, log_in):
     victim = ids[1]
     check(page, victim).focus()
     page.keyboard.press("x")
+    # Enter with no reason: the field says it is needed, nothing is sent
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    reason = check(page, victim).locator("input[name=reason]")
+    page.keyboard.press("Enter")
+    expect(reason).to_be_focused()
+    assert reason.evaluate("(input) => input.validity.valueMissing")
+    page.wait_for_timeout(300)
+    assert posts == [] and edit_forms_open(page) == 0
+    expect(check(page, victim)).to_have_count(1)
     page.keyboard.type("a duplicate")
     page.keyboard.press("Enter")
     expect(check(page, victim)).to_have_count(0)

@@ -98,8 +98,14 @@ def test_a_text_edit_answers_with_that_check_and_what_depends_on_it(client, dave
     assert shown_checks(body) == ["I1"]
     assert f'<li class="check origin-edited" id="check-{check.pk}"' in body
     assert "Names the dish." in body and "edited by hand" in body
-    # ... and, out of band, the revision, the counts, the warnings and the diff; no error.
-    assert '<span id="checklist-revision" data-revision="1" hidden hx-swap-oob="true">' in body
+    # ... and, out of band, the revision (into every form's field), the counts, the warnings
+    # and the diff; no error.
+    assert body.startswith(
+        '<input type="hidden" name="revision" value="1" '
+        'hx-swap-oob="outerHTML:#checklist input[name=revision]">'
+    )
+    assert body.count('name="revision"') == 2  # that one and the check's own form's
+    assert 'name="revision" value="0"' not in body
     assert counts(body) == {"answer_critical": "5", "valuable": "11", "context": "2"}
     assert '<small id="check-total" hx-swap-oob="true">18 checks</small>' in body
     assert '<div id="warnings-box" hx-swap-oob="true">' in body
@@ -198,7 +204,10 @@ def test_stale_save_is_refused_with_the_current_state_and_the_typing_kept(client
     # The whole checklist as it stands, in place of the page's.
     assert response["HX-Retarget"] == "#checklist" and response["HX-Reswap"] == "outerHTML"
     assert '<section id="checklist"' in body and "hx-swap-oob" not in body
-    assert len(shown_checks(body)) == 18 and 'data-revision="1"' in body
+    assert len(shown_checks(body)) == 18
+    # Every form carries the current revision: the next save from this state is accepted.
+    revisions = re.findall(r'name="revision" value="(\d+)"', body)
+    assert len(revisions) == 18 + 2 and set(revisions) == {"1"}  # the checks, add, complete
     assert "Someone else changed this rubric" in body
     assert "Saved first." in body  # the current state
     assert "Typed on an old page." in body  # nothing lost
@@ -310,8 +319,8 @@ def test_history_compares_any_two_versions(client, dave, draft, alice, root):
 
 
 def test_check_markup_escapes_everything_it_shows(client, dave, draft):
-    """The check's HTML is written in Python (rubrics/templatetags/checklist.py): every value
-    must come out escaped, in the page and in an edit's answer alike."""
+    """Every value a check shows comes out escaped, in the page and in an edit's answer alike;
+    each check has one form, its buttons each posting to their own address."""
     client.force_login(dave)
     check = first_check(draft)
     hostile = '<script>alert("x")</script> & "quotes"'
@@ -325,28 +334,28 @@ def test_check_markup_escapes_everything_it_shows(client, dave, draft):
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &quot;quotes&quot;" in item
     assert "of I1&lt;b&gt;" in item and "&lt;i&gt;opt&lt;/i&gt;" in item
     assert "&quot;step&quot;" in item
-    assert item.count('name="csrfmiddlewaretoken"') == 4  # one per form, not escaped
+    assert item.count("<form") == 1 and item.count('name="csrfmiddlewaretoken"') == 1
+    url = reverse("rubric_workspace", args=[draft.pk]) + f"checks/{check.pk}/"
+    posts = re.findall(r'hx-post="([^"]+)"', item)
+    assert posts == [url + "text/"] + [url + "tier/"] * 3 + [url + "move/"] * 2 + [url + "delete/"]
     status, body = edit(client, draft, "rubric_check_text", check, text=hostile, revision=0)
     assert status == 200 and "<script>" not in body
     assert "&lt;script&gt;" in body
 
 
-def test_a_frozen_parents_rows_are_read_once_and_the_diff_stays_right(client, dave, draft):
-    from rubrics import views
-
-    views._FROZEN_ROWS.clear()
+def test_the_diff_follows_the_draft_across_edits(client, dave, draft):
+    """The parent's rows are read with the draft's on every page and edit: the diff is against
+    the parent as it is stored."""
     client.force_login(dave)
     url = reverse("rubric_workspace", args=[draft.pk])
     first = client.get(url).content.decode()
-    parent = draft.parent
-    assert views._FROZEN_ROWS[(parent.pk, parent.created_at, parent.frozen_at)]
     check = first_check(draft)
     status, body = edit(
         client, draft, "rubric_check_text", check, text="Names the dish.", revision=0
     )
-    assert status == 200 and "<ins>Names the dish.</ins>" in body  # against the cached parent
+    assert status == 200 and "<ins>Names the dish.</ins>" in body
     again = client.get(url).content.decode()
-    assert "<ins>Names the dish.</ins>" in again and first != again
+    assert "<ins>Names the dish.</ins>" in again and "<ins>" not in first
 
 
 def test_a_stored_non_http_snippet_url_is_never_a_link(client, dave, draft):
