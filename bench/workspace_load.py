@@ -12,8 +12,8 @@ given:
   1. POST /rubrics/claim/, which redirects to its own draft /rubrics/versions/<id>/ (or to the
      queue when no rubric is left: that reviser stops);
   2. loops: GET the workspace page, then --edits-per-get htmx edits (HX-Request: true and
-     X-CSRFToken), each carrying the draft's current `revision`, read from the data-revision
-     attribute of the page or of the answer to the last edit:
+     X-CSRFToken), each carrying the draft's current `revision`, read from the first revision
+     field of the page or of the answer to the last edit (which puts it in every form):
      edit a check's text (30 %), re-tier a check (20 %), delete a check with a reason (15 %),
      add a check (15 %, after a random check or at the end, half of them linked to a meta
      item), move a check up or down (20 %). An edit is answered with a fragment (the changed
@@ -81,7 +81,7 @@ WORDS = (
     "oven",
 )
 
-REVISION_RE = re.compile(r'data-revision="(\d+)"')
+REVISION_RE = re.compile(r'name="revision" value="(\d+)"')
 TIER_GROUP_RE = re.compile(r'<div class="tier-group tier-(\w+)">')
 CHECK_RE = re.compile(r'action="/rubrics/versions/\d+/checks/(\d+)/text/"')
 REMOVED_RE = re.compile(r'hx-swap-oob="delete:#check-(\d+)"')

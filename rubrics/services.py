@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -678,19 +678,32 @@ def _compiled(meta: dict) -> list[compiler.Check]:
         return []
 
 
+class DiffRow(Protocol):
+    """What a diff compares of a check: a RubricCheck, or a named tuple of these columns."""
+
+    @property
+    def check_id(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def tier(self) -> str: ...
+    @property
+    def deleted_at(self) -> datetime | None: ...
+
+
 @dataclass
 class VersionDiff:
-    added: list[RubricCheck] = field(default_factory=list)
-    removed: list[RubricCheck] = field(default_factory=list)
-    changed: list[tuple[RubricCheck, RubricCheck]] = field(default_factory=list)
-    retiered: list[tuple[RubricCheck, RubricCheck]] = field(default_factory=list)
+    added: list[DiffRow] = field(default_factory=list)
+    removed: list[DiffRow] = field(default_factory=list)
+    changed: list[tuple[DiffRow, DiffRow]] = field(default_factory=list)
+    retiered: list[tuple[DiffRow, DiffRow]] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
         return not (self.added or self.removed or self.changed or self.retiered)
 
 
-def version_diff(old_rows: list[RubricCheck], new_rows: list[RubricCheck]) -> VersionDiff:
+def version_diff(old_rows: Sequence[DiffRow], new_rows: Sequence[DiffRow]) -> VersionDiff:
     """Checks matched by id: added, removed, changed text, changed tier."""
     old = {r.check_id: r for r in old_rows if r.deleted_at is None}
     new = {r.check_id: r for r in new_rows if r.deleted_at is None}

@@ -1,11 +1,13 @@
 """The rubric revision workspace: a queue of rubrics waiting for a human round, and the page
 where a reviser edits the binary checklist beside its meta-rubric.
 
-Every edit is one POST carrying the version's `revision`. An htmx edit is answered with what it
-changed: the check itself, put where it now belongs, and the regions that depend on it (tier
-counts, warnings, diff, deleted checks, the revision), all swapped out of band; a refused edit
-is answered with the whole checklist as it stands (409 when the revision was stale), what the
-person typed kept. Plain posts get post-redirect-get.
+Each check is one form whose buttons post each to their own address (hx-post per button). Every
+edit is one POST carrying the version's `revision`. An htmx edit is answered with what it
+changed: the check itself, put where it now belongs, the regions that depend on it (tier counts,
+warnings, diff, deleted checks), and the new revision, which one out-of-band element puts into
+every form's revision field; a refused edit is answered with the whole checklist as it stands
+(409 when the revision was stale), what the person typed kept. Plain posts get
+post-redirect-get.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from judging.models import Judge, Setting
 
 from . import services
 from .compiler import TIERS
-from .models import Origin, RevisionClaim, Rubric, RubricCheck, RubricVersion
+from .models import RevisionClaim, Rubric, RubricCheck, RubricVersion
 
 TIER_LABELS = {"answer_critical": "Answer-critical", "valuable": "Valuable", "context": "Context"}
 TYPE_ORDER = [
@@ -141,13 +143,6 @@ def _scaffold(meta: dict) -> list[tuple[str, list[dict]]]:
     return [(label, groups[key]) for key, label in TYPE_ORDER if groups.get(key)]
 
 
-# A frozen version's check rows, read once per process: {(pk, created_at, frozen_at): rows}.
-# The key's timestamps keep a reused pk (a test database emptied and filled again) from ever
-# meeting another version's rows. Only read (the diff), never changed.
-_FROZEN_ROWS: dict[tuple, tuple[RubricCheck, ...]] = {}
-_FROZEN_ROWS_KEPT = 256
-
-
 def _checklist_context(
     request: HttpRequest,
     version: RubricVersion,
@@ -157,30 +152,26 @@ def _checklist_context(
 ) -> dict:
     """Everything the checklist shows. Read after the version, so the rows are at least as new
     as the revision that the page will carry."""
-    # The draft's rows and its parent's (for the diff) in one query; a frozen parent's rows
-    # never change, so after the first read they come from this process's memory.
-    parent = version.parent
-    key = (
-        (parent.pk, parent.created_at, parent.frozen_at)
-        if parent is not None and parent.frozen_at is not None
-        else None
+    rows = list(RubricCheck.objects.filter(version=version).order_by("position", "pk"))
+    # The parent's rows only for the diff: the four columns it compares, as named tuples (a
+    # query of its own, cheaper than whole rows with their JSON in the draft's).
+    parent_rows = (
+        list(
+            RubricCheck.objects.filter(version_id=version.parent_id)
+            .order_by("position", "pk")
+            .values_list("check_id", "text", "tier", "deleted_at", named=True)
+        )
+        if version.parent_id
+        else []
     )
-    cached = _FROZEN_ROWS.get(key) if key is not None else None
-    rows: list[RubricCheck] = []
-    parent_rows: list[RubricCheck] = list(cached) if cached is not None else []
-    wanted = [version.pk] if cached is not None or parent is None else [version.pk, parent.pk]
-    for row in RubricCheck.objects.filter(version_id__in=wanted).order_by("position", "pk"):
-        (rows if row.version_id == version.pk else parent_rows).append(row)
-    if key is not None and cached is None:
-        if len(_FROZEN_ROWS) >= _FROZEN_ROWS_KEPT:
-            _FROZEN_ROWS.pop(next(iter(_FROZEN_ROWS)), None)  # the oldest
-        _FROZEN_ROWS[key] = tuple(parent_rows)
     live = [r for r in rows if r.deleted_at is None]
     meta = version.meta_rubric
     snippets = {s["id"]: s for s in meta.get("snippets", [])}
+    # One reversed address for the whole list, not one per check.
+    checks_url = reverse("rubric_workspace", args=[version.pk]) + "checks/"
     for row in rows:
         row.evidence = [snippets[s] for s in row.snippets if s in snippets]
-        row.pk_str = str(row.pk)
+        row.url = f"{checks_url}{row.pk}"
     groups = []
     for tier in TIERS:
         checks = [r for r in live if r.tier == tier]
@@ -190,8 +181,7 @@ def _checklist_context(
     return {
         "version": version,
         "revision": version.revision,
-        # One reversed address and one CSRF field for the whole list, not one per check.
-        "checks_url": reverse("rubric_workspace", args=[version.pk]) + "checks/",
+        "checks_url": checks_url,
         "csrf_input": csrf_input(request),
         "editable": version.frozen_at is None,
         "rows": rows,
@@ -204,7 +194,6 @@ def _checklist_context(
         "sources": sorted(services.meta_ids(meta)),
         "error": error,
         "attempted": attempted or {},
-        "origin_labels": dict(Origin.choices),
     }
 
 

@@ -42,7 +42,7 @@ def wait_for(page: Page, condition, timeout_ms: int = 5000) -> None:
 
 
 def edit_forms_open(page: Page) -> int:
-    return page.locator("#checklist form.edit-text:not([hidden])").count()
+    return page.locator("#checklist li.check .edit-text:not([hidden])").count()
 
 
 def test_buttons_and_selects_keep_their_keys(dave, log_in):
@@ -102,6 +102,16 @@ def test_buttons_and_selects_keep_their_keys(dave, log_in):
     victim = ids[1]
     check(page, victim).focus()
     page.keyboard.press("x")
+    # Enter with no reason: the field says it is needed, nothing is sent
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    reason = check(page, victim).locator("input[name=reason]")
+    page.keyboard.press("Enter")
+    expect(reason).to_be_focused()
+    assert reason.evaluate("(input) => input.validity.valueMissing")
+    page.wait_for_timeout(300)
+    assert posts == [] and edit_forms_open(page) == 0
+    expect(check(page, victim)).to_have_count(1)
     page.keyboard.type("a duplicate")
     page.keyboard.press("Enter")
     expect(check(page, victim)).to_have_count(0)
@@ -112,3 +122,29 @@ def test_buttons_and_selects_keep_their_keys(dave, log_in):
     wait_for(page, lambda: len(dialogs) == 2)
     assert len(dialogs) == 2 and all("Complete this round?" in m for m in dialogs), dialogs
     assert RubricVersion.objects.get(stage=Stage.HUMAN_1).frozen_at is None
+
+
+def test_a_failed_edit_is_said_in_place_and_retry_presses_the_same_button(dave, log_in):
+    page = open_workspace(log_in)
+    # The connection drops for the first re-tier: the check says so, and keeps its tier.
+    dropped: list[str] = []
+
+    def drop(route):
+        dropped.append(route.request.url)
+        route.abort()
+
+    page.route("**/checks/*/tier/", drop)
+    check(page, "I1").focus()
+    page.keyboard.press("3")
+    problem = check(page, "I1").get_by_test_id("request-error")
+    expect(problem).to_contain_text("The connection failed")
+    assert len(dropped) == 1
+    expect(page.get_by_test_id("count-context")).to_have_text("2")
+    # The keys still work, and Retry sends the same re-tier (the button, not the form's
+    # default action, which saves the text).
+    page.unroute("**/checks/*/tier/")
+    problem.get_by_role("button", name="Retry").click()
+    expect(page.get_by_test_id("count-context")).to_have_text("3")
+    expect(page.get_by_test_id("request-error")).to_have_count(0)
+    version = RubricVersion.objects.get(stage=Stage.HUMAN_1)
+    assert [e.op for e in version.edits.order_by("id")] == ["retier"]

@@ -260,12 +260,18 @@
     if (ownKeys(target)) {
       const form = target.form;
       if (key === "Escape") {
-        if (form && form.classList.contains("edit-text")) form.hidden = true;
+        const editor = target.closest(".edit-text");
+        if (editor) editor.hidden = true;
         if (target.closest("li.check")) focusCheck(target.closest("li.check"));
         else target.blur();
-      } else if (key === "Enter" && !event.shiftKey && target.tagName === "TEXTAREA" && form) {
-        event.preventDefault();
-        send(form);
+      } else if (key === "Enter" && !event.shiftKey && form && typing(target)) {
+        // A check's one form holds the text editor and the reason for deleting: Enter presses
+        // the button of the part it was typed in (the add form has no such part).
+        const part = target.closest("li.check .edit-text, li.check .delete");
+        if (part || target.tagName === "TEXTAREA") {
+          event.preventDefault();
+          send(form, part && part.querySelector("button[type=submit]"));
+        }
       }
       return;
     }
@@ -296,10 +302,10 @@
       return;
     } else if (key === "e" || key === "Enter") {
       event.preventDefault();
-      const form = check.querySelector("form.edit-text");
-      if (form) {
-        form.hidden = false;
-        const area = form.querySelector("textarea");
+      const editor = check.querySelector(".edit-text");
+      if (editor) {
+        editor.hidden = false;
+        const area = editor.querySelector("textarea");
         area.focus();
         area.setSelectionRange(area.value.length, area.value.length);
       }
@@ -313,7 +319,7 @@
     } else if (key === "x" || key === "Delete") {
       event.preventDefault();
       focusedCheck = check.dataset.check;
-      const reason = check.querySelector('form.delete input[name="reason"]');
+      const reason = check.querySelector('.delete input[name="reason"]');
       if (reason) reason.focus();
     } else if (key === "[" || key === "]") {
       const button = check.querySelector('[data-move="' + (key === "[" ? "up" : "down") + '"]');
@@ -346,7 +352,7 @@
     adding = Boolean(elt && elt.id === "add-check");
     fallbackCheck = null;
     const check = elt && elt.closest && elt.closest("li.check");
-    if (check && elt.classList.contains("delete")) {
+    if (check && elt.matches("[data-delete]")) {
       const list = checks();
       const index = list.indexOf(check);
       const neighbour = list[index + 1] || list[index - 1];
@@ -380,15 +386,11 @@
     }
     restoreFocus();
   });
-  // An edit is answered with only what changed, so most forms on the page still hold the
-  // revision they were drawn with: every save sends the page's current one (swapped in out of
-  // band with each answer), which is what the page shows.
-  document.addEventListener("htmx:configRequest", function (event) {
-    const current = document.getElementById("checklist-revision");
-    if (current && event.detail.parameters.revision !== undefined &&
-        event.detail.elt.closest && event.detail.elt.closest("#checklist")) {
-      event.detail.parameters.revision = current.dataset.revision;
-    }
+  // Delete with no reason given: htmx holds the request back (hx-validate on the button); say
+  // why, on the field.
+  document.addEventListener("htmx:validation:halted", function (event) {
+    const errors = event.detail.errors || [];
+    if (errors.length && event.detail.elt.closest("#checklist")) errors[0].elt.reportValidity();
   });
 
   // Once the answer is settled, the focus moves are the person's own again.
@@ -404,15 +406,15 @@
   document.addEventListener("click", function (event) {
     const cancel = event.target.closest("[data-cancel]");
     if (cancel) {
-      cancel.form.hidden = true;
+      cancel.closest(".edit-text").hidden = true;
       focusCheck(cancel.closest("li.check"));
     }
     const text = event.target.closest("#checklist .check-text");
     if (text) {
-      const form = text.closest("li.check").querySelector("form.edit-text");
-      if (form) {
-        form.hidden = false;
-        form.querySelector("textarea").focus();
+      const editor = text.closest("li.check").querySelector(".edit-text");
+      if (editor) {
+        editor.hidden = false;
+        editor.querySelector("textarea").focus();
       }
     }
   });
@@ -642,6 +644,9 @@
       form.parentNode.insertBefore(box, form);
     }
     box._gamutForm = form;
+    // A button that sends its own request (the workspace's, each with its hx-post) is the one
+    // to press again; a form's submit button is remembered by the submit event below.
+    box._gamutButton = elt.matches && elt.matches("button[hx-post]") ? elt : null;
     return box;
   }
 
@@ -734,7 +739,8 @@
     const form = box && box._gamutForm;
     if (form && form.isConnected) {
       box.remove();
-      send(form, form._gamutSubmitter || null);
+      const button = box._gamutButton && box._gamutButton.isConnected ? box._gamutButton : null;
+      send(form, button || form._gamutSubmitter || null);
     }
   });
 
