@@ -59,29 +59,20 @@ def _draw(done_by: dict[int, int], drawn_by: Counter, rate: float, undrawn) -> l
     return picks
 
 
+def _count_by(rows, field: str) -> dict[int, int]:
+    """{value of field: number of rows}, in one GROUP BY."""
+    return dict(rows.order_by().values_list(field).annotate(n=Count("id")).values_list(field, "n"))
+
+
 @transaction.atomic
 def review_audits_draw(*, rate: float | None = None, now: datetime | None = None) -> int:
     """Draw each annotator's due share of resolved reviews; returns how many were drawn."""
     now = now or timezone.now()
     rate = QualityConfig.current().review_audit_rate if rate is None else rate
     resolved = Review.objects.filter(candidate__status__in=RESOLVED_STATUSES)
-    done_by = dict(
-        resolved.order_by()
-        .values_list("annotator_id")
-        .annotate(n=Count("id"))
-        .values_list("annotator_id", "n")
-    )
-    drawn_by = Counter(
-        dict(
-            ReviewAudit.objects.order_by()
-            .values_list("annotator_id")
-            .annotate(n=Count("id"))
-            .values_list("annotator_id", "n")
-        )
-    )
     picks = _draw(
-        done_by,
-        drawn_by,
+        _count_by(resolved, "annotator_id"),
+        Counter(_count_by(ReviewAudit.objects, "annotator_id")),
         rate,
         lambda person: resolved.filter(annotator_id=person, audit__isnull=True).values_list(
             "pk", flat=True
@@ -104,23 +95,9 @@ def round_audits_draw(*, rate: float | None = None, now: datetime | None = None)
     completed = RubricVersion.objects.filter(
         stage__in=HUMAN_STAGES, frozen_at__isnull=False, made_by__isnull=False
     )
-    done_by = dict(
-        completed.order_by()
-        .values_list("made_by_id")
-        .annotate(n=Count("id"))
-        .values_list("made_by_id", "n")
-    )
-    drawn_by = Counter(
-        dict(
-            RoundAudit.objects.order_by()
-            .values_list("reviser_id")
-            .annotate(n=Count("id"))
-            .values_list("reviser_id", "n")
-        )
-    )
     picks = _draw(
-        done_by,
-        drawn_by,
+        _count_by(completed, "made_by_id"),
+        Counter(_count_by(RoundAudit.objects, "reviser_id")),
         rate,
         lambda person: completed.filter(made_by_id=person, audit__isnull=True).values_list(
             "pk", flat=True

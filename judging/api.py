@@ -450,7 +450,7 @@ def spot_check_agreement(request: Request) -> Response:
 @api_view(["GET"])
 @_ADMINS
 def audit_detail(request: Request) -> Response:
-    return _answer(audit_report)
+    return _answer(AuditSerializer, audit_report)
 
 
 class VerdictMeasureSerializer(serializers.Serializer):
@@ -521,7 +521,7 @@ def quality_detail(request: Request) -> Response:
     source = request.query_params.get("source", "all")
     if source not in SOURCES:
         raise InvalidInput(f"source must be one of {', '.join(SOURCES)}", "source")
-    return _answer(lambda: judge_quality(source))
+    return _answer(QualitySerializer, lambda: judge_quality(source))
 
 
 class FlaggedCheckSerializer(serializers.Serializer):

@@ -59,7 +59,7 @@ def test_generator_then_bench_agree(tmp_path, capsys):
     figures = json.loads(out.read_text())
     assert figures["agreement"]["mismatches"] == 0
     assert figures["agreement"]["rows_checked"] == 2 * 2 * 3  # judges x settings x models
-    assert figures["queries_per_leaderboard"] == 4
+    assert figures["queries_per_leaderboard"] == 5  # as the page asks: with the audit's pairs
     assert figures["questions"] == 16 - 2  # two dropped
     assert "0 mismatches" in capsys.readouterr().out
 
