@@ -218,28 +218,41 @@ def audit_page(request: HttpRequest) -> HttpResponse:
 @access.role_required(access.ADJUDICATOR)
 @require_POST
 def audit_submit(request: HttpRequest, audit_id: int) -> HttpResponse:
+    return _audit_submit(
+        request,
+        audit_id,
+        audits.review_audit_give,
+        _review_audit_context,
+        page="audit",
+        notice="Audit saved.",
+    )
+
+
+def _audit_submit(request, audit_id, give, make_context, *, page: str, notice: str):
+    """Record one audit verdict (agree/overturn or accept/flag, with its note), then the next
+    audit in place; a refusal shows the same audit again with what was typed."""
+    template = f"annotation/{page}.html#panel"
     form = {"verdict": request.POST.get("decision", ""), "note": request.POST.get("comment", "")}
     try:
-        audits.review_audit_give(user=request.user, audit_id=audit_id, **form)
+        give(user=request.user, audit_id=audit_id, **form)
     except DomainError as exc:
         return refuse(
             request,
             exc,
-            redirect_to="audit",
+            redirect_to=page,
             partial=lambda exc: render(
                 request,
-                "annotation/audit.html#panel",
-                _review_audit_context(request, error=exc, previous=form),
+                template,
+                make_context(request, error=exc, previous=form),
                 status=400 if exc.status == 400 else 200,
             ),
         )
-    notice = "Audit saved."
     if not request.htmx:
         messages.success(request, notice)
-        return redirect("audit")
-    context = _review_audit_context(request)
+        return redirect(page)
+    context = make_context(request)
     context["notice"] = notice
-    return render(request, "annotation/audit.html#panel", context)
+    return render(request, template, context)
 
 
 # --- audits of rubric rounds (revisers) -------------------------------------------------------
@@ -286,25 +299,11 @@ def round_audit_page(request: HttpRequest) -> HttpResponse:
 @access.role_required(access.RUBRIC_REVISER)
 @require_POST
 def round_audit_submit(request: HttpRequest, audit_id: int) -> HttpResponse:
-    form = {"verdict": request.POST.get("decision", ""), "note": request.POST.get("comment", "")}
-    try:
-        audits.round_audit_give(user=request.user, audit_id=audit_id, **form)
-    except DomainError as exc:
-        return refuse(
-            request,
-            exc,
-            redirect_to="round_audit",
-            partial=lambda exc: render(
-                request,
-                "annotation/round_audit.html#panel",
-                _round_audit_context(request, error=exc, previous=form),
-                status=400 if exc.status == 400 else 200,
-            ),
-        )
-    notice = "Audit saved: a flag shows in the rubric's history."
-    if not request.htmx:
-        messages.success(request, notice)
-        return redirect("round_audit")
-    context = _round_audit_context(request)
-    context["notice"] = notice
-    return render(request, "annotation/round_audit.html#panel", context)
+    return _audit_submit(
+        request,
+        audit_id,
+        audits.round_audit_give,
+        _round_audit_context,
+        page="round_audit",
+        notice="Audit saved: a flag shows in the rubric's history.",
+    )
