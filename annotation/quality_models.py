@@ -135,15 +135,10 @@ class AuditVerdict(models.TextChoices):
     FLAG = "flag", "flag"
 
 
-class ReviewAudit(models.Model):
-    """A resolved review drawn for an adjudicator's audit; pending until a verdict is given."""
+class _Audit(models.Model):
+    """What every audit holds: when it was drawn, and who gave which verdict, why and when
+    (pending while the verdict is empty)."""
 
-    review = models.OneToOneField(
-        "annotation.Review", on_delete=models.PROTECT, related_name="audit"
-    )
-    annotator = models.ForeignKey(  # the audited person (the review's annotator)
-        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
-    )
     drawn_at = models.DateTimeField(default=timezone.now)
     auditor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -153,7 +148,21 @@ class ReviewAudit(models.Model):
     audited_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        abstract = True
         ordering = ["id"]
+
+
+class ReviewAudit(_Audit):
+    """A resolved review drawn for an adjudicator's audit; pending until a verdict is given."""
+
+    review = models.OneToOneField(
+        "annotation.Review", on_delete=models.PROTECT, related_name="audit"
+    )
+    annotator = models.ForeignKey(  # the audited person (the review's annotator)
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta(_Audit.Meta):
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(verdict="") | models.Q(verdict__in=["agree", "overturn"]),
@@ -168,7 +177,7 @@ class ReviewAudit(models.Model):
         return f"audit of review {self.review_id}: {self.verdict or 'pending'}"
 
 
-class RoundAudit(models.Model):
+class RoundAudit(_Audit):
     """A completed human rubric round drawn for a second reviser's audit."""
 
     version = models.OneToOneField(
@@ -177,16 +186,8 @@ class RoundAudit(models.Model):
     reviser = models.ForeignKey(  # who completed the round
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
     )
-    drawn_at = models.DateTimeField(default=timezone.now)
-    auditor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    verdict = models.CharField(max_length=8, blank=True)
-    note = models.TextField(blank=True)
-    audited_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["id"]
+    class Meta(_Audit.Meta):
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(verdict="") | models.Q(verdict__in=["accept", "flag"]),
