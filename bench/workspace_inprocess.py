@@ -7,6 +7,7 @@ counts SQLite's work but not a PostgreSQL server's) and wall milliseconds, p50 a
     .venv/bin/python bench/generate_rubric_data.py --reset --questions 5 --checks 60 \\
         --credentials /tmp/gamut-inprocess-revisers.json
     .venv/bin/python bench/workspace_inprocess.py --rounds 40
+    .venv/bin/python bench/workspace_inprocess.py --rounds 40 --profile /tmp/ws.prof  # where
 
 Each round is one GET of the page, then a text edit, a re-tier and a move of a random check.
 Run it alternately with the code it is compared to: the machine's load moves both figures.
@@ -30,6 +31,11 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--reviser", default="bench-reviser-01")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="run under cProfile, write the stats to FILE and print the 40 costliest functions",
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gamut_site.settings")
@@ -38,12 +44,12 @@ def main(argv=None) -> None:
     django.setup()
     from django.contrib.auth import get_user_model
     from django.test import Client
-    from django.test.utils import setup_test_environment
 
     from rubrics import services
     from rubrics.models import RubricCheck, RubricVersion
 
-    setup_test_environment()  # the test client's host
+    # Not setup_test_environment(): its instrumented template rendering (a signal and a copy of
+    # every context) would be counted; ALLOWED_HOSTS=testserver lets the client in instead.
     user = get_user_model().objects.get(username=args.reviser)
     version = services.revision_claim(user=user)
     if version is None:
@@ -71,6 +77,13 @@ def main(argv=None) -> None:
             raise SystemExit(f"{name}: {response.status_code} {response.content[:300]!r}")
         return response.status_code
 
+    client.get(base)  # the first request imports the URLconf and the views: not counted
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     for n in range(args.rounds):
         timed("workspace", lambda: client.get(base))
         pk = rng.choice(pks)
@@ -88,6 +101,12 @@ def main(argv=None) -> None:
                 ),
             )
             revision += 1
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        profiler.dump_stats(args.profile)
+        pstats.Stats(args.profile).sort_stats("cumulative").print_stats(40)
     print(f"{args.rounds} rounds on version {version.pk} ({len(pks)} checks)")
     for name, values in figures.items():
         cpu = sorted(v[0] for v in values)

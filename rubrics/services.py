@@ -270,14 +270,32 @@ def _editable(user, version_id: int, revision: Any, now: datetime) -> RubricVers
     """Lock the draft, refuse what may not be edited, and move its revision on by one."""
     if not is_reviser(user):
         raise NotAllowed("Only rubric revisers revise rubrics.")
-    version = RubricVersion.objects.select_for_update().filter(pk=version_id).first()
+    # The parent with it (for its stage, not its meta-rubric): the page's answer to the edit
+    # shows the version as the edit left it, with no second read. Only the draft is locked.
+    version = (
+        RubricVersion.objects.select_for_update(of=("self",))
+        .select_related("parent")
+        .defer("parent__meta_rubric")
+        .filter(pk=version_id)
+        .first()
+    )
     if version is None:
         raise NotFound(f"There is no rubric version {version_id}.")
     if version.frozen_at is not None:
         raise Conflict("This round is complete; the version is frozen.")
-    claim = RevisionClaim.objects.filter(version=version).first()
-    if claim is not None and claim.reviser_id != user.pk and claim.expires_at > now:
-        raise NotAllowed("Another reviser holds this rubric for this round.")
+    # The claim renewed by one UPDATE where it is this reviser's or has lapsed; read only when
+    # that finds none (another reviser's live claim, or none yet). The transaction undoes the
+    # renewal if the revision is refused below.
+    expires_at = now + settings.REVIEW_LEASE
+    claims = RevisionClaim.objects.filter(version=version)
+    if not claims.filter(Q(reviser=user) | Q(expires_at__lte=now)).update(
+        reviser=user, expires_at=expires_at
+    ):
+        if claims.exists():
+            raise NotAllowed("Another reviser holds this rubric for this round.")
+        RevisionClaim.objects.update_or_create(
+            version=version, defaults={"reviser": user, "expires_at": expires_at}
+        )
     try:
         expected = clean_int(revision, "revision", minimum=0, maximum=2**31 - 1)
     except InvalidInput as exc:
@@ -290,15 +308,6 @@ def _editable(user, version_id: int, revision: Any, now: datetime) -> RubricVers
     if bumped != 1:
         raise Stale(version.revision)
     version.revision = expected + 1
-    # One UPDATE of the claim read above; update_or_create (a savepoint and a second read)
-    # only when there was none.
-    expires_at = now + settings.REVIEW_LEASE
-    if claim is None or not RevisionClaim.objects.filter(pk=claim.pk).update(
-        reviser=user, expires_at=expires_at
-    ):
-        RevisionClaim.objects.update_or_create(
-            version=version, defaults={"reviser": user, "expires_at": expires_at}
-        )
     return version
 
 
@@ -334,8 +343,10 @@ def _record(version, row, user, op, before, now) -> None:
     )
     if row is not None:
         # What the caller's page must carry from now on: the draft's revision after this edit
-        # (not the version as read later, which may hold another tab's save as well).
+        # (not the version as read later, which may hold another tab's save as well), and the
+        # draft as this edit left it.
         row.revision = version.revision
+        row.version = version
 
 
 def _clean_check_text(text: Any) -> str:

@@ -260,7 +260,8 @@ def _edit(
         )
     if not request.htmx:
         return redirect("rubric_workspace", version_id=version_id)
-    context = _checklist_context(request, _version(version_id))
+    # The draft as the edit left it (the service's, with its parent): not read again.
+    context = _checklist_context(request, changed.version)
     # The revision this edit produced, as the service says, not the version's as read now: if
     # another tab saved in between, the page has not seen that save, and its next save must be
     # refused with the whole current state.

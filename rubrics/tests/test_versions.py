@@ -4,6 +4,7 @@ upstream corrections."""
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from annotation import services as annotation_services
@@ -88,6 +89,44 @@ def test_one_reviser_per_rubric_per_round(dave, refined, db):
     # The lease runs out: the round returns to the pool, with dave's draft.
     later = timezone.now() + timedelta(hours=1)
     assert services.revision_claim(user=frank, now=later) == draft
+
+
+def test_an_edit_renews_only_its_own_or_a_lapsed_claim(dave, refined, db):
+    """The edit's one UPDATE of the claim: dave's own is renewed; a lapsed one passes to the
+    reviser who edits; a refused edit (a stale revision) renews nothing; with no claim at all,
+    the edit makes one."""
+    from django.contrib.auth.models import Group, User
+
+    frank = User.objects.create_user("frank")
+    frank.groups.add(Group.objects.get(name="rubric_reviser"))
+    draft = services.revision_claim(user=dave)
+    check = live(draft)[0]
+    start = timezone.now()
+    services.check_edit_text(
+        user=dave, version_id=draft.pk, check_pk=check.pk, text="a", revision=0, now=start
+    )
+    claim = RevisionClaim.objects.get(version=draft)
+    assert claim.reviser == dave and claim.expires_at == start + settings.REVIEW_LEASE
+    lapsed = claim.expires_at + timedelta(seconds=1)
+    with pytest.raises(services.Stale):
+        services.check_edit_text(
+            user=frank, version_id=draft.pk, check_pk=check.pk, text="b", revision=0, now=lapsed
+        )
+    assert RevisionClaim.objects.get(version=draft).reviser == dave  # rolled back with it
+    services.check_edit_text(
+        user=frank, version_id=draft.pk, check_pk=check.pk, text="b", revision=1, now=lapsed
+    )
+    claim = RevisionClaim.objects.get(version=draft)
+    assert claim.reviser == frank and claim.expires_at == lapsed + settings.REVIEW_LEASE
+    with pytest.raises(NotAllowed, match="Another reviser"):
+        services.check_edit_text(
+            user=dave, version_id=draft.pk, check_pk=check.pk, text="c", revision=2, now=lapsed
+        )
+    RevisionClaim.objects.filter(version=draft).delete()
+    services.check_edit_text(
+        user=dave, version_id=draft.pk, check_pk=check.pk, text="c", revision=2, now=lapsed
+    )
+    assert RevisionClaim.objects.get(version=draft).reviser == dave
 
 
 def test_only_revisers(alice, root, refined):
