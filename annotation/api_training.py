@@ -149,14 +149,14 @@ def training_me(request: Request) -> Response:
 def training_list(request: Request) -> Response:
     config = QualityConfig.current()
     items = GoldItem.objects.aggregate(
-        active=Count("id", filter=Q(active=True)),
+        all_active=Count("id", filter=Q(active=True)),
         training=Count("id", filter=Q(active=True, training=True)),
     )
     return rendered(
         TrainingOverviewSerializer,
         {
             "config": config,
-            "items": items,
+            "items": {"active": items["all_active"], "training": items["training"]},
             "annotators": [_row(row) for row in training_rows()],
         },
     )
