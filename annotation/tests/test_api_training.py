@@ -415,3 +415,17 @@ def test_every_training_and_audit_operation_is_in_the_schema_with_its_refusals(s
     }
     for (path, method), codes in expected.items():
         assert codes <= set(schema["paths"][path][method]["responses"]), (path, method)
+
+
+def test_the_demo_leaves_reviews_for_carol_to_audit(schema, capsys):
+    from django.core.management import call_command
+
+    call_command("load_demo")
+    assert "demo review(s) drawn for audit" in capsys.readouterr().out
+    carol = User.objects.get(username="carol")
+    response = api(carol).get(REVIEWS)
+    matches(schema, REVIEWS, "get", response)
+    drawn = response.json()["waiting"]
+    assert drawn == ReviewAudit.objects.count() > 0
+    call_command("load_demo")
+    assert ReviewAudit.objects.count() == drawn  # drawn once
