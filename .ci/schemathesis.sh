@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The API contract: run schemathesis against /api/schema/ as admin, annotator and anonymous (and the audits as adjudicator and reviser), and
-# fail on any 5xx or conformance failure (status code, content type, headers, response schema).
+# The API contract: run schemathesis against /api/schema/ as admin, annotator and anonymous (the
+# audits as adjudicator and reviser too), and fail on any 5xx or conformance failure (status
+# code, content type, headers, response schema).
 # Usage: .ci/schemathesis.sh   (DATABASE_URL: the database to use; default a throwaway SQLite)
 #   ST_MAX_EXAMPLES  examples per operation and phase (default 15: about 2-4 minutes on 2 cores)
 #   ST_PORT          loopback port of the app (default 8765)
