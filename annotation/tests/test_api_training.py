@@ -3,6 +3,7 @@
 answers that match the schema, and the GETs' query counts."""
 
 import io
+import json
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -429,3 +430,28 @@ def test_the_demo_leaves_reviews_for_carol_to_audit(schema, capsys):
     assert drawn == ReviewAudit.objects.count() > 0
     call_command("load_demo")
     assert ReviewAudit.objects.count() == drawn  # drawn once
+
+
+def test_hostile_strings_in_every_field_answer_below_500(make_image, root, alice, bob, carol, dave):
+    from tests.test_hostile_input import HOSTILE
+
+    resolved(make_image, alice, bob, 1)
+    audits.review_audits_draw(rate=1.0)
+    review_url = f"{REVIEWS}{ReviewAudit.objects.get(annotator=alice).pk}/"
+    round_url = (
+        f"{ROUNDS}{RoundAudit.objects.create(version=completed_round(dave), reviser=dave).pk}/"
+    )
+    olga = reviser("olga")
+    for text in [*HOSTILE, "\ud800", "a\udfffb"]:
+        for person, url, body in (
+            (root, f"/api/training/{alice.pk}/", {"action": text}),
+            (carol, review_url, {"verdict": text}),
+            (carol, review_url, {"verdict": "overturn", "note": text}),
+            (olga, round_url, {"verdict": text}),
+            (olga, round_url, {"verdict": "flag", "note": text}),
+        ):
+            raw = json.dumps(body)  # a lone surrogate goes as its JSON escape
+            response = api(person).post(url, raw, content_type="application/json")
+            assert response.status_code in (200, 400, 409), (url, body, response.status_code)
+            if response.status_code == 400:
+                assert response.json()["field"] in body, (url, body)
