@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The API contract: run schemathesis against /api/schema/ as admin, annotator and anonymous, and
-# fail on any 5xx or conformance failure (status code, content type, headers, response schema).
+# The API contract: run schemathesis against /api/schema/ as admin, annotator and anonymous (the
+# audits as adjudicator and reviser too), and fail on any 5xx or conformance failure (status
+# code, content type, headers, response schema).
 # Usage: .ci/schemathesis.sh   (DATABASE_URL: the database to use; default a throwaway SQLite)
 #   ST_MAX_EXAMPLES  examples per operation and phase (default 15: about 2-4 minutes on 2 cores)
 #   ST_PORT          loopback port of the app (default 8765)
@@ -31,15 +32,18 @@ trap cleanup EXIT
 
 $py manage.py migrate -v0
 $py manage.py load_demo >/dev/null
-# One token per role; the annotator is the demo's alice.
+# One token per role; the annotator is the demo's alice, the adjudicator carol (the demo draws
+# reviews for her to audit), the rubric reviser dave.
 tokens=$($py manage.py shell -c "
 from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
-for name in ('admin', 'alice'):
+for name in ('admin', 'alice', 'carol', 'dave'):
     print(Token.objects.get_or_create(user=User.objects.get(username=name))[0].key)
 " | grep -E "^[0-9a-f]{40}$")
 admin_token=$(echo "$tokens" | sed -n 1p)
 alice_token=$(echo "$tokens" | sed -n 2p)
+carol_token=$(echo "$tokens" | sed -n 3p)
+dave_token=$(echo "$tokens" | sed -n 4p)
 
 $py -m gunicorn gamut_site.wsgi -b "127.0.0.1:$port" -w 2 --threads 2 -t 60 \
   --access-logfile /dev/null --error-logfile "$work/server.log" >>"$work/server.log" 2>&1 &
@@ -70,6 +74,9 @@ run_as() {
 run_as admin -H "Authorization: Token $admin_token"
 run_as annotator -H "Authorization: Token $alice_token"
 run_as anonymous
+# The audits are the adjudicator's and the reviser's: their operations alone, as them.
+run_as adjudicator -H "Authorization: Token $carol_token" --include-path-regex '^/api/audits/'
+run_as reviser -H "Authorization: Token $dave_token" --include-path-regex '^/api/audits/'
 if grep -q "Traceback\|Internal Server Error" "$work/server.log"; then
   echo "The server logged an error:" >&2
   cat "$work/server.log" >&2

@@ -60,7 +60,7 @@ def gold_feedback(answer) -> dict | None:
 # --- training (admins) ------------------------------------------------------------------------
 
 
-def _training_rows() -> list[dict]:
+def training_rows() -> list[dict]:
     """Every annotator with their standing, in four queries whatever their number."""
     annotators = list(
         get_user_model()
@@ -141,7 +141,7 @@ def training_page(request: HttpRequest) -> HttpResponse:
         request,
         "annotation/training.html",
         {
-            "rows": _training_rows(),
+            "rows": training_rows(),
             "items": items,
             "config": QualityConfig.current(),
             "problems": problems,

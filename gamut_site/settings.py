@@ -297,6 +297,11 @@ SPECTACULAR_SETTINGS = {
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Two verdict choice sets share a field name: each audit's named apart.
+    "ENUM_NAME_OVERRIDES": {
+        "ReviewVerdictEnum": ["agree", "overturn"],
+        "RoundVerdictEnum": ["accept", "flag"],
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "core.schema.document_errors",

@@ -8,6 +8,7 @@ from annotation import (
     api,
     api_diversity,
     api_entities,
+    api_training,
     views,
     views_crag_mm,
     views_diversity,
@@ -154,6 +155,21 @@ urlpatterns = [
     ),
     path("api/images/<str:source_id>/", api.image_detail, name="api_image"),
     path("api/diversity/", api_diversity.diversity_detail, name="api_diversity"),
+    # Training and audits (the pages /training/, /audit/, /rubrics/audit/).
+    path("api/training/", api_training.training_list, name="api_training"),
+    path("api/training/me/", api_training.training_me, name="api_training_me"),
+    path("api/training/<int:user_id>/", api_training.training_change, name="api_training_change"),
+    path("api/gold/import/", api_training.gold_import, name="api_gold_import"),
+    path("api/audits/reviews/", api_training.review_audit_list, name="api_review_audits"),
+    path(
+        "api/audits/reviews/<int:audit_id>/",
+        api_training.review_audit_give,
+        name="api_review_audit",
+    ),
+    path("api/audits/rounds/", api_training.round_audit_list, name="api_round_audits"),
+    path(
+        "api/audits/rounds/<int:audit_id>/", api_training.round_audit_give, name="api_round_audit"
+    ),
     path("api/benchmark/export/", rubrics_api.benchmark_export, name="api_benchmark_export"),
     path("api/leaderboard/", judging_api.leaderboard_detail, name="api_leaderboard"),
     path("api/checks/flagged/", judging_api.flagged_checks, name="api_flagged_checks"),

@@ -14,6 +14,8 @@ from annotation.importing import ManifestEntry, images_import
 from annotation.models import ImportBatch
 from core.access import ROLE_GROUPS
 
+DEMO_AUDIT_RATE = 0.5
+
 
 def skimage_data_dir() -> Path:
     spec = importlib.util.find_spec("skimage")
@@ -85,6 +87,7 @@ class Command(BaseCommand):
         rubric = self._demo_rubric()
         judged = self._demo_judging()
         staged = self._demo_stages()
+        drawn = self._demo_audits()
         from llm.demo import demo_llm_models
 
         llm_models = demo_llm_models()
@@ -94,6 +97,7 @@ class Command(BaseCommand):
             + ("; a demo rubric created" if rubric else "")
             + ("; demo answers and verdicts created" if judged else "")
             + (f"; demo reviews for the pipeline ({', '.join(staged)})" if staged else "")
+            + (f"; {drawn} demo review(s) drawn for audit" if drawn else "")
             + (f"; demo LLM models ({', '.join(llm_models)})" if llm_models else "")
         )
 
@@ -136,6 +140,14 @@ class Command(BaseCommand):
         from judging.demo import demo_judging
 
         return demo_judging()
+
+    def _demo_audits(self) -> int:
+        """Half of each annotator's resolved demo reviews drawn for audit (the team's rate, 5 %,
+        draws none of so few), so that carol has reviews to audit on /audit/ and over the API.
+        The draw is exact per person: running it again draws nothing more."""
+        from annotation.audits import review_audits_draw
+
+        return review_audits_draw(rate=DEMO_AUDIT_RATE)
 
     def _demo_stages(self) -> list[str]:
         """Demo reviews that leave something for each LLM stage to take after `make run`: the
