@@ -14,11 +14,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from core import access
-from core.errors import DomainError
+from core.errors import DomainError, TooLarge
 from core.http import refuse
 from rubrics.services import version_diff
 
 from . import audits, gold
+from .importing import upload_within_cap
 from .models import (
     REASON_TAGS,
     Decision,
@@ -119,15 +120,19 @@ def training_rows() -> list[dict]:
 def training_page(request: HttpRequest) -> HttpResponse:
     """Where each annotator stands in training; a JSONL file of gold items can be imported."""
     problems: list[str] = []
+    status = 200
     if request.method == "POST":
         upload = request.FILES.get("gold")
         if upload is None:
-            problems = ["Choose a JSON Lines file of gold items."]
+            problems, status = ["Choose a JSON Lines file of gold items."], 400
         else:
             try:
+                upload_within_cap(upload, "gold", "file of gold items")
                 made = gold.gold_import(user=request.user, data=upload.read())
             except gold.GoldImportProblems as exc:
-                problems = [str(p) for p in exc.problems]
+                problems, status = [str(p) for p in exc.problems], 400
+            except TooLarge as exc:
+                problems, status = [str(exc)], exc.status
             else:
                 messages.success(
                     request, f"{len(made)} gold item{'s' * (len(made) != 1)} imported."
@@ -146,7 +151,7 @@ def training_page(request: HttpRequest) -> HttpResponse:
             "config": QualityConfig.current(),
             "problems": problems,
         },
-        status=400 if problems else 200,
+        status=status,
     )
 
 

@@ -158,6 +158,21 @@ def test_the_training_page_imports_gold_items_with_line_numbers(client, make_ima
     assert GoldItem.objects.count() == 1
 
 
+def test_the_training_page_refuses_a_gold_file_over_the_cap(client, make_image, root, settings):
+    """The API's cap (IMPORT_MAX_MANIFEST_BYTES) on the page too: 413, said on the page,
+    nothing imported."""
+    make_image("img-1")
+    line = b'{"image": "img-1", "text": "Q?", "decision": "accept", "note": "n"}\n'
+    settings.IMPORT_MAX_MANIFEST_BYTES = len(line) - 1
+    client.force_login(root)
+    upload = io.BytesIO(line)
+    upload.name = "gold.jsonl"
+    response = client.post(reverse("training"), {"gold": upload})
+    assert response.status_code == 413
+    assert "over the cap" in response.content.decode()
+    assert not GoldItem.objects.exists()
+
+
 def _resolved(make_image, first, second, n):
     for i in range(n):
         _, (c,) = make_image(f"img-{i}", [f"Q {i}?"])
