@@ -7,7 +7,7 @@ counts SQLite's work but not a PostgreSQL server's) and wall milliseconds, p50 a
     .venv/bin/python bench/generate_rubric_data.py --reset --questions 5 --checks 60 \\
         --credentials /tmp/gamut-inprocess-revisers.json
     .venv/bin/python bench/workspace_inprocess.py --rounds 40
-    .venv/bin/python bench/workspace_inprocess.py --rounds 40 --profile /tmp/ws.prof  # where
+    .venv/bin/python bench/workspace_inprocess.py --rounds 40 --profile /tmp/ws.prof  # cProfile
 
 Each round is one GET of the page, then a text edit, a re-tier and a move of a random check.
 Run it alternately with the code it is compared to: the machine's load moves both figures.

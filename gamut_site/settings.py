@@ -301,6 +301,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ReviewVerdictEnum": ["agree", "overturn"],
         "RoundVerdictEnum": ["accept", "flag"],
+        "CandidateStatusEnum": ["open", "disputed", "accepted", "discarded", "revised"],
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
