@@ -126,23 +126,18 @@ def report(label: str, calls: int, ok: int, wall: float, cpu_s: float, ideal: fl
 
 
 def bare(base_url: str, key: str, calls: int, concurrency: int, schema: dict) -> tuple[int, float]:
-    """The bare google-genai async client: `calls` structured calls, `concurrency` in flight."""
-    import httpx
-    from google import genai
+    """The bare google-genai async client: `calls` structured calls, `concurrency` in flight.
+    The client is the one the gateway's Gemini provider makes (the same HTTP options and
+    aiohttp session), called directly: what the job system adds is all that differs."""
     from google.genai import types
 
+    from llm.providers import GatewaySettings, Gemini
+
     async def main() -> int:
-        client = genai.Client(
-            api_key=key,
-            http_options=types.HttpOptions(
-                base_url=base_url,
-                api_version="v1beta",
-                timeout=60_000,
-                retry_options=None,
-                # on httpx, as the gateway is (the SDK would take aiohttp when installed)
-                async_client_args={"transport": httpx.AsyncHTTPTransport()},
-            ),
+        provider = Gemini(
+            GatewaySettings(gemini_api_key=key, gemini_base_url=base_url, timeout_s=60)
         )
+        client = provider._client
         config = types.GenerateContentConfig(
             response_mime_type="application/json", response_json_schema=schema
         )
@@ -159,7 +154,7 @@ def bare(base_url: str, key: str, calls: int, concurrency: int, schema: dict) ->
                 ok += 1
 
         await asyncio.gather(*(one(n) for n in range(calls)))
-        await client.aio.aclose()
+        await provider.aclose()
         return ok
 
     started = time.perf_counter()
