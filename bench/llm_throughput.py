@@ -4,8 +4,11 @@ N structured calls (default 5,000) through the job system, in-process: a kind re
 one chunk holding every item, the kind's concurrency = C; the real google-genai client talks to
 tests/fake_llm.py, which answers each call after --delay seconds (default 0.2) and runs in a
 process of its own so that its CPU is not counted. In the same run the bare google-genai async
-client makes the same number of calls with the same C, for comparison. Prints calls/s against
-the ideal C / delay, and CPU (this process's user + system time) per call.
+client makes the same number of calls with the same C, for comparison: the client the gateway's
+Gemini provider makes (its aiohttp session), called directly. The chunk runs through the Celery
+task's body (llm.tasks.run_job_chunk), with DEBUG off and the loaded heap frozen before either
+side is timed, as in a worker. Prints calls/s against the ideal C / delay, and CPU (this
+process's user + system time) per call.
 
 The database is a throwaway SQLite file (migrated first), or with --postgres a throwaway
 PostgreSQL on 127.0.0.1:5437 (data in /tmp/gamut-bench-pg-llm, started by .ci/postgres.sh and

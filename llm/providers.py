@@ -21,12 +21,15 @@ import base64
 import contextlib
 import functools
 import json
+import os
 import re
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
 
+import certifi
 import httpx
 import openai
 from django.conf import settings
@@ -309,6 +312,10 @@ class Gemini:
                     # unseen by the ledger; one attempt of its own turns that off.
                     retry_options=genai_types.HttpRetryOptions(attempts=1),
                     aiohttp_client=self._session,
+                    # The SDK would build three TLS contexts per client (per chunk), loading
+                    # the CA bundle each time: about 70 ms of CPU. One per process instead.
+                    client_args={"verify": _tls_context()},
+                    async_client_args={"verify": _tls_context(), "ssl": _tls_context()},
                 ),
             )
         return self._genai
@@ -424,6 +431,16 @@ class Gemini:
         if self._session is not None:
             await self._session.close()  # the SDK leaves a session it was given open
         self._genai = self._session = None
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """The TLS context google-genai makes for each client (the same CA bundle: SSL_CERT_FILE,
+    else certifi's, and SSL_CERT_DIR), made once per process and shared by every client."""
+    return ssl.create_default_context(
+        cafile=os.environ.get("SSL_CERT_FILE", certifi.where()),
+        capath=os.environ.get("SSL_CERT_DIR"),
+    )
 
 
 def _aiohttp_session(base_url: str | None) -> Any:
