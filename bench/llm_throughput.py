@@ -4,8 +4,11 @@ N structured calls (default 5,000) through the job system, in-process: a kind re
 one chunk holding every item, the kind's concurrency = C; the real google-genai client talks to
 tests/fake_llm.py, which answers each call after --delay seconds (default 0.2) and runs in a
 process of its own so that its CPU is not counted. In the same run the bare google-genai async
-client makes the same number of calls with the same C, for comparison. Prints calls/s against
-the ideal C / delay, and CPU (this process's user + system time) per call.
+client makes the same number of calls with the same C, for comparison: the client the gateway's
+Gemini provider makes (its aiohttp session), called directly. The chunk runs through the Celery
+task's body (llm.tasks.run_job_chunk), with DEBUG off and the loaded heap frozen before either
+side is timed, as in a worker. Prints calls/s against the ideal C / delay, and CPU (this
+process's user + system time) per call.
 
 The database is a throwaway SQLite file (migrated first), or with --postgres a throwaway
 PostgreSQL on 127.0.0.1:5437 (data in /tmp/gamut-bench-pg-llm, started by .ci/postgres.sh and
@@ -126,23 +129,18 @@ def report(label: str, calls: int, ok: int, wall: float, cpu_s: float, ideal: fl
 
 
 def bare(base_url: str, key: str, calls: int, concurrency: int, schema: dict) -> tuple[int, float]:
-    """The bare google-genai async client: `calls` structured calls, `concurrency` in flight."""
-    import httpx
-    from google import genai
+    """The bare google-genai async client: `calls` structured calls, `concurrency` in flight.
+    The client is the one the gateway's Gemini provider makes (the same HTTP options and
+    aiohttp session), called directly: what the job system adds is all that differs."""
     from google.genai import types
 
+    from llm.providers import GatewaySettings, Gemini
+
     async def main() -> int:
-        client = genai.Client(
-            api_key=key,
-            http_options=types.HttpOptions(
-                base_url=base_url,
-                api_version="v1beta",
-                timeout=60_000,
-                retry_options=None,
-                # on httpx, as the gateway is (the SDK would take aiohttp when installed)
-                async_client_args={"transport": httpx.AsyncHTTPTransport()},
-            ),
+        provider = Gemini(
+            GatewaySettings(gemini_api_key=key, gemini_base_url=base_url, timeout_s=60)
         )
+        client = provider._client
         config = types.GenerateContentConfig(
             response_mime_type="application/json", response_json_schema=schema
         )
@@ -159,7 +157,7 @@ def bare(base_url: str, key: str, calls: int, concurrency: int, schema: dict) ->
                 ok += 1
 
         await asyncio.gather(*(one(n) for n in range(calls)))
-        await client.aio.aclose()
+        await provider.aclose()
         return ok
 
     started = time.perf_counter()
@@ -174,11 +172,10 @@ def through_jobs(
     run's prompts differ (`run`), so no answer comes from the cache of an earlier run."""
     from pydantic import BaseModel
 
-    from llm import jobs
+    from llm import jobs, tasks
     from llm.gateway import Gateway, GatewaySettings, ModelConfig
     from llm.models import Job
     from llm.ratelimit import MemoryTokenBucket
-    from llm.tasks import run_job_chunk
 
     class Answer(BaseModel):
         answer: str
@@ -202,7 +199,7 @@ def through_jobs(
         return jobs.ItemResult.of_calls({"score": call.output.score}, call)
 
     jobs.register_kind("bench.throughput", handler, chunk_size=calls, concurrency=concurrency)
-    run_job_chunk.delay_on_commit = lambda job_id: None  # this process runs the chunk itself
+    tasks.run_job_chunk.delay_on_commit = lambda job_id: None  # this process runs the chunk
     conf = GatewaySettings(
         gemini_api_key=key,
         gemini_base_url=base_url,
@@ -214,10 +211,9 @@ def through_jobs(
     job = jobs.job_launch(
         kind="bench.throughput", items=[(f"call-{n:05d}", {"n": n}) for n in range(calls)]
     )
+    tasks.GATEWAY_FACTORY = lambda: Gateway(limiter=MemoryTokenBucket(), conf=conf)
     started = time.perf_counter()
-    claimed = jobs.job_run_chunk(
-        job_id=job.pk, gateway_factory=lambda: Gateway(limiter=MemoryTokenBucket(), conf=conf)
-    )
+    claimed = tasks.run_job_chunk(job.pk)  # the task's body, as a worker runs it
     wall = time.perf_counter() - started
     job = Job.objects.get(pk=job.pk)
     assert claimed == calls, f"one chunk should hold every item, it held {claimed}"
@@ -259,6 +255,7 @@ def run_benchmark(args: argparse.Namespace, workdir: Path, database: str) -> Non
         DATABASE_URL=database,
         GAMUT_VAR_DIR=str(workdir),
         LOG_LEVEL="WARNING",
+        DEBUG="False",  # as a production worker: no query log kept per statement
     )
     os.environ.pop("REDIS_URL", None)
     import django
@@ -271,6 +268,11 @@ def run_benchmark(args: argparse.Namespace, workdir: Path, database: str) -> Non
     from tests.fake_llm import GEMINI_KEY
 
     call_command("migrate", verbosity=0)
+    # What a worker's first chunk task does (llm/tasks.py), done here before either side is
+    # timed: collect, then freeze the loaded heap, so full collections scan only new objects.
+    from llm.tasks import freeze_loaded_heap
+
+    freeze_loaded_heap()
     where = (
         f"PostgreSQL {database.rsplit('@', 1)[-1]}"
         if connection.vendor == "postgresql"

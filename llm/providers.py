@@ -18,14 +18,18 @@ built-in tools), registered under its name, plus that name in `llm.models.Provid
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import json
+import os
 import re
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol
 
+import certifi
 import httpx
 import openai
 from django.conf import settings
@@ -222,6 +226,7 @@ def json_schema(schema: type[BaseModel]) -> dict[str, Any]:
 # Gemini (google-genai).
 
 
+_GEMINI_URL = "https://generativelanguage.googleapis.com/"  # the SDK's own default
 _RETRY_DELAY = re.compile(r"^\s*([0-9.]+)s\s*$")
 
 
@@ -285,19 +290,35 @@ class Gemini:
     def __init__(self, conf: GatewaySettings) -> None:
         if not conf.gemini_api_key:
             raise GatewayError("GEMINI_API_KEY is not set: no Gemini model can be called")
-        self._client = genai.Client(
-            api_key=conf.gemini_api_key,
-            http_options=genai_types.HttpOptions(
-                base_url=conf.gemini_base_url,
-                api_version="v1beta",  # pinned: the SDK's default moved between releases
-                timeout=int(conf.timeout_s * 1000),  # milliseconds
-                # The gateway owns retries. Not None: without retry options the SDK's aiohttp
-                # path retries a dropped connection itself after sleeping 1-10 s, unseen by the
-                # ledger; one attempt of its own turns that off.
-                retry_options=genai_types.HttpRetryOptions(attempts=1),
-            ),
-        )
+        self._conf = conf
+        self._genai: genai.Client | None = None
+        self._session: Any = None  # aiohttp.ClientSession, made with the client
         self._generations: dict[tuple[Any, ...], genai_types.GenerateContentConfig] = {}
+
+    @property
+    def _client(self) -> genai.Client:
+        """The SDK's client, made at first use: inside the event loop that uses it, which
+        its aiohttp session belongs to (the gateway is made per loop)."""
+        if self._genai is None:
+            self._session = _aiohttp_session(self._conf.gemini_base_url)
+            self._genai = genai.Client(
+                api_key=self._conf.gemini_api_key,
+                http_options=genai_types.HttpOptions(
+                    base_url=self._conf.gemini_base_url,
+                    api_version="v1beta",  # pinned: the SDK's default moved between releases
+                    timeout=int(self._conf.timeout_s * 1000),  # milliseconds
+                    # The gateway owns retries. Not None: without retry options the SDK's
+                    # aiohttp path retries a dropped connection itself after sleeping 1-10 s,
+                    # unseen by the ledger; one attempt of its own turns that off.
+                    retry_options=genai_types.HttpRetryOptions(attempts=1),
+                    aiohttp_client=self._session,
+                    # The SDK would build three TLS contexts per client (per chunk), loading
+                    # the CA bundle each time: about 70 ms of CPU. One per process instead.
+                    client_args={"verify": _tls_context()},
+                    async_client_args={"verify": _tls_context(), "ssl": _tls_context()},
+                ),
+            )
+        return self._genai
 
     @staticmethod
     def _contents(request: Request) -> list[genai_types.Content]:
@@ -404,7 +425,51 @@ class Gemini:
         return Failure(Outcome.ERROR, message)
 
     async def aclose(self) -> None:
-        await self._client.aio.aclose()
+        if self._genai is None:
+            return  # never used: nothing was opened
+        await self._genai.aio.aclose()
+        if self._session is not None:
+            await self._session.close()  # the SDK leaves a session it was given open
+        self._genai = self._session = None
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """The TLS context google-genai makes for each client (the same CA bundle: SSL_CERT_FILE,
+    else certifi's, and SSL_CERT_DIR), made once per process and shared by every client."""
+    return ssl.create_default_context(
+        cafile=os.environ.get("SSL_CERT_FILE", certifi.where()),
+        capath=os.environ.get("SSL_CERT_DIR"),
+    )
+
+
+def _aiohttp_session(base_url: str | None) -> Any:
+    """The aiohttp session google-genai would make for itself (no limit on connections, its
+    4 MiB read buffer), but with `trust_env` off; None without aiohttp (the SDK then uses httpx).
+
+    With `trust_env` on, aiohttp looks for ~/.netrc and reads the proxy variables in a worker
+    thread on every request: two thread hops a call, each waiting for the GIL, which cost the
+    bare client a third of its rate at 64 calls in flight (bench/llm_throughput.py). The proxy
+    the environment names for the API's host (HTTPS_PROXY, NO_PROXY, ...) is read here once
+    instead, so a worker behind a proxy still goes through it; ~/.netrc is not read (Gemini
+    takes its key in a header, never basic auth)."""
+    try:
+        import aiohttp
+        from aiohttp.helpers import get_env_proxy_for_url
+        from yarl import URL
+    except ImportError:  # pragma: no cover (depends on the installed set)
+        return None
+    proxy: Any = None
+    proxy_auth: Any = None
+    with contextlib.suppress(LookupError):
+        proxy, proxy_auth = get_env_proxy_for_url(URL(base_url or _GEMINI_URL))
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0),
+        trust_env=False,
+        proxy=proxy,
+        proxy_auth=proxy_auth,
+        read_bufsize=2**22,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -282,6 +282,43 @@ def test_a_job_is_done_when_its_remaining_counter_reaches_zero(sent):
     assert (progress["percent"], progress["done"], progress["running"]) == (100.0, 12, 0)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_first_chunk_task_of_a_process_freezes_the_loaded_heap_once(sent, monkeypatch):
+    import gc
+
+    from llm import tasks
+
+    monkeypatch.setattr(tasks, "_heap_frozen", False)  # as in a fresh worker process
+    monkeypatch.setattr(tasks, "GATEWAY_FACTORY", local_gateway)
+    job = launch("test.echo", 10)  # two chunks of 5
+    claimed: list[int] = []
+
+    def task() -> None:  # in a thread of its own, as drain() runs chunks
+        try:
+            claimed.append(run_job_chunk(job.pk))
+        finally:
+            connections.close_all()
+
+    def run_task() -> None:
+        thread = threading.Thread(target=task)
+        thread.start()
+        thread.join()
+
+    before = gc.get_freeze_count()
+    try:
+        run_task()
+        frozen = gc.get_freeze_count()
+        assert frozen > before  # the modules, Django, this test: all out of the collector's way
+        run_task()
+        # Once per process, not once per chunk: nothing joined (frozen objects freed left).
+        assert gc.get_freeze_count() <= frozen
+    finally:
+        gc.unfreeze()  # the rest of the test session collects as before
+    assert claimed == [5, 5]
+    job.refresh_from_db()
+    assert (job.status, job.items_done) == (JobStatus.DONE, 10)
+
+
 # --- cancel, retry, attempts -----------------------------------------------------------------
 
 
