@@ -351,15 +351,8 @@ def image_detail(request: Request, source_id: str) -> Response:
 def images_import(request: Request) -> Response:
     manifest = request.FILES.get("manifest")
     if manifest is None:
-        return rendered(
-            ImportErrorsSerializer,
-            {
-                "detail": "manifest: a JSONL file is required.",
-                "field": "manifest",
-                "errors": ["manifest: a JSONL file is required"],
-            },
-            status=400,
-        )
+        missing = "manifest: a JSONL file is required"
+        return import_refused("manifest", [missing], detail=f"{missing}.")
     try:
         result = import_from_upload(
             read_manifest(manifest),
@@ -369,14 +362,19 @@ def images_import(request: Request) -> Response:
             file_name=manifest.name,
         )
     except ImportProblems as exc:
-        shown = exc.problems[:MAX_PROBLEMS_SHOWN]
-        return rendered(
-            ImportErrorsSerializer,
-            {
-                "detail": f"{len(exc.problems)} problem(s); nothing was imported.",
-                "errors": shown,
-                "more": len(exc.problems) - len(shown),
-            },
-            status=400,
-        )
+        return import_refused(None, exc.problems)
     return rendered(ImportResultSerializer, result, status=status.HTTP_201_CREATED)
+
+
+def import_refused(field: str | None, problems: list, *, detail: str = "") -> Response:
+    """An import's 400, nothing imported: the first MAX_PROBLEMS_SHOWN problems (line-numbered)
+    and how many more; the detail says how many, unless given."""
+    shown = [str(problem) for problem in problems[:MAX_PROBLEMS_SHOWN]]
+    body = {
+        "detail": detail or f"{len(problems)} problem(s); nothing was imported.",
+        "errors": shown,
+        "more": len(problems) - len(shown),
+    }
+    if field:
+        body["field"] = field
+    return rendered(ImportErrorsSerializer, body, status=400)

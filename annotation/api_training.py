@@ -20,8 +20,14 @@ from rubrics.models import RubricCheck
 from rubrics.services import version_diff
 
 from . import audits, gold
-from .api import ImageRefSerializer, ImportErrorsSerializer, ReviewOutSerializer, _image_ref
-from .importing import MAX_PROBLEMS_SHOWN, upload_within_cap
+from .api import (
+    ImageRefSerializer,
+    ImportErrorsSerializer,
+    ReviewOutSerializer,
+    _image_ref,
+    import_refused,
+)
+from .importing import upload_within_cap
 from .models import CandidateStatus, GoldItem, QualityConfig, Review
 from .views_training import training_rows
 
@@ -213,30 +219,13 @@ def training_change(request: Request, user_id: int) -> Response:
 def gold_import(request: Request) -> Response:
     upload = request.FILES.get("gold")
     if upload is None:
-        return rendered(
-            ImportErrorsSerializer,
-            {
-                "detail": "gold: a JSON Lines file is required.",
-                "field": "gold",
-                "errors": ["gold: a JSON Lines file is required"],
-            },
-            status=400,
-        )
+        missing = "gold: a JSON Lines file is required"
+        return import_refused("gold", [missing], detail=f"{missing}.")
     upload_within_cap(upload, "gold", "gold file")
     try:
         made = gold.gold_import(user=request.user, data=upload.read())
     except gold.GoldImportProblems as exc:
-        shown = exc.problems[:MAX_PROBLEMS_SHOWN]
-        return rendered(
-            ImportErrorsSerializer,
-            {
-                "detail": f"{len(exc.problems)} problem(s); nothing was imported.",
-                "field": "gold",
-                "errors": [str(problem) for problem in shown],
-                "more": len(exc.problems) - len(shown),
-            },
-            status=400,
-        )
+        return import_refused("gold", exc.problems)
     return rendered(
         GoldImportedSerializer,
         {"imported": len(made), "items": made},

@@ -10,8 +10,9 @@ from django.contrib.auth.models import Group, User
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from annotation import audits, gold, services
-from annotation.models import GoldItem, QualityConfig, ReviewAudit, RoundAudit, TrainingState
+from annotation import audits, services
+from annotation.models import GoldItem, ReviewAudit, RoundAudit, TrainingState
+from annotation.tests.quality import make_gold, set_rates
 from tests.schema_match import response_mismatches
 
 pytestmark = pytest.mark.django_db
@@ -39,24 +40,6 @@ def api(user=None) -> APIClient:
 
 def matches(schema, path: str, method: str, response) -> None:
     assert response_mismatches(schema, path, method, response) == [], (path, response.json())
-
-
-def set_rates(**values):
-    config = QualityConfig.current()
-    for name, value in values.items():
-        setattr(config, name, value)
-    config.save()
-
-
-def make_gold(root, image, text="Gold: what is this dish?", **fields):
-    return gold.gold_item_create(
-        user=root,
-        image_id=image.pk,
-        text=text,
-        decision=fields.pop("decision", "discard"),
-        note=fields.pop("note", "It names the dish: leading."),
-        **fields,
-    )
 
 
 def resolved(make_image, first, second, n):

@@ -18,27 +18,10 @@ from annotation.models import (
     RoundAudit,
     TrainingState,
 )
+from annotation.tests.quality import GOLD_NOTE, make_gold, set_rates
 from core.errors import Conflict, InvalidInput, NotAllowed
 
 pytestmark = pytest.mark.django_db
-
-
-def rates(**values):
-    config = QualityConfig.current()
-    for name, value in values.items():
-        setattr(config, name, value)
-    config.save()
-
-
-def make_gold(root, image, *, text="Gold: what is this dish?", decision="discard", **fields):
-    return gold.gold_item_create(
-        user=root,
-        image_id=image.pk,
-        text=text,
-        decision=decision,
-        note=fields.pop("note", "Leading: it names the dish."),
-        **fields,
-    )
 
 
 # --- gold items -------------------------------------------------------------------------------
@@ -47,12 +30,12 @@ def make_gold(root, image, *, text="Gold: what is this dish?", decision="discard
 def test_a_gold_review_is_recorded_apart_and_never_fills_a_slot(make_image, root, alice, bob):
     image, (real,) = make_image()
     item = make_gold(root, image, decision="discard", reasons=["leading"])
-    rates(gold_rate=1.0)
+    set_rates(gold_rate=1.0)
     claimed = services.review_claim(user=alice)
     assert claimed.candidate.pk == item.candidate_id  # rate 1: the gold item first
     answer = services.review_submit(user=alice, candidate_id=item.candidate_id, decision="accept")
     assert isinstance(answer, GoldReview) and not answer.agrees
-    assert answer.feedback.note == "Leading: it names the dish."
+    assert answer.feedback.note == GOLD_NOTE
     assert not Review.objects.exists()
     # Any number may answer it, and it stays gold: no adjudication, no promotion.
     services.review_submit(user=bob, candidate_id=item.candidate_id, decision="discard")
@@ -79,7 +62,7 @@ def test_a_gold_review_is_recorded_apart_and_never_fills_a_slot(make_image, root
 def test_a_gold_item_is_answered_once_and_never_shown_again(make_image, root, alice):
     image, _ = make_image()
     item = make_gold(root, image)
-    rates(gold_rate=1.0)
+    set_rates(gold_rate=1.0)
     services.review_submit(user=alice, candidate_id=item.candidate_id, decision="discard")
     with pytest.raises(Conflict):
         services.review_submit(user=alice, candidate_id=item.candidate_id, decision="discard")
@@ -88,11 +71,11 @@ def test_a_gold_item_is_answered_once_and_never_shown_again(make_image, root, al
 
 def test_gold_is_mixed_in_at_the_rate_and_only_among_real_work(make_image, root, alice):
     image, _ = make_image(texts=[f"Real {i}?" for i in range(3)])
-    rates(gold_rate=0.0)
+    set_rates(gold_rate=0.0)
     make_gold(root, image)
     assert services.review_claim(user=alice).candidate.status == CandidateStatus.OPEN
     services.review_skip(user=alice, candidate_id=services.review_claim(user=alice).candidate.pk)
-    rates(gold_rate=1.0)
+    set_rates(gold_rate=1.0)
     assert services.review_claim(user=alice).candidate.status == CandidateStatus.GOLD
     # Someone with no real candidate waiting gets no gold item either: it would stand out.
     for c in image.candidates.filter(status=CandidateStatus.OPEN):
@@ -145,7 +128,7 @@ def test_gold_import_names_every_bad_line_and_imports_nothing(make_image, root):
 
 def test_a_trainee_does_the_training_set_first_and_passes_at_the_threshold(make_image, root, alice):
     image, (real,) = make_image()
-    rates(training_pass_share=0.5, gold_rate=0.0)
+    set_rates(training_pass_share=0.5, gold_rate=0.0)
     items = [make_gold(root, image, text=f"Train {i}?", training=True) for i in range(4)]
     with pytest.raises(NotAllowed):  # real work is refused until she passes
         services.review_submit(user=alice, candidate_id=real.pk, decision="accept")
@@ -163,7 +146,7 @@ def test_a_trainee_does_the_training_set_first_and_passes_at_the_threshold(make_
 
 def test_a_trainee_below_the_threshold_is_blocked_until_an_admin_resets(make_image, root, alice):
     image, (real,) = make_image()
-    rates(training_pass_share=0.8, gold_rate=0.0)
+    set_rates(training_pass_share=0.8, gold_rate=0.0)
     items = [make_gold(root, image, text=f"Train {i}?", training=True) for i in range(2)]
     for item in items:
         services.review_submit(user=alice, candidate_id=item.candidate_id, decision="accept")

@@ -10,30 +10,13 @@ import re
 import pytest
 from django.urls import reverse
 
-from annotation import audits, gold, services
-from annotation.models import GoldItem, QualityConfig, ReviewAudit, ReviewClaim, TrainingState
+from annotation import audits, services
+from annotation.models import GoldItem, ReviewAudit, ReviewClaim, TrainingState
+from annotation.tests.quality import GOLD_NOTE, make_gold, set_rates
 
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-def set_rates(**values):
-    config = QualityConfig.current()
-    for name, value in values.items():
-        setattr(config, name, value)
-    config.save()
-
-
-def make_gold(root, image, text="Gold: what is this dish?", **fields):
-    return gold.gold_item_create(
-        user=root,
-        image_id=image.pk,
-        text=text,
-        decision=fields.pop("decision", "discard"),
-        note=fields.pop("note", "It names the dish: leading."),
-        **fields,
-    )
 
 
 def _panel_shape(html: str) -> str:
@@ -83,7 +66,7 @@ def test_after_a_gold_item_the_expert_answer_is_shown(client, make_image, root, 
     )
     html = response.content.decode()
     assert 'data-testid="gold-feedback"' in html
-    assert "The expert decided otherwise" in html and "It names the dish: leading." in html
+    assert "The expert decided otherwise" in html and GOLD_NOTE in html
     assert "Leading (fails the stranger test)" in html  # the reason in words, not its key
     # Without htmx: post, redirect, and the answer shown once on the page after it.
     item2 = make_gold(root, image, text="Second gold?", decision="accept")

@@ -1,0 +1,26 @@
+"""Helpers of the training and audit tests: the rates of the one QualityConfig row, and a gold
+item made as an admin makes one."""
+
+from annotation import gold
+from annotation.models import QualityConfig
+
+GOLD_NOTE = "It names the dish: leading."
+
+
+def set_rates(**values) -> None:
+    """gold_rate, training_pass_share, review_audit_rate, round_audit_rate: saved at once."""
+    config = QualityConfig.current()
+    for name, value in values.items():
+        setattr(config, name, value)
+    config.save()
+
+
+def make_gold(root, image, *, text="Gold: what is this dish?", decision="discard", **fields):
+    return gold.gold_item_create(
+        user=root,
+        image_id=image.pk,
+        text=text,
+        decision=decision,
+        note=fields.pop("note", GOLD_NOTE),
+        **fields,
+    )
