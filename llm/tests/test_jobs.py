@@ -283,6 +283,37 @@ def test_a_job_is_done_when_its_remaining_counter_reaches_zero(sent):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_outcomes_that_come_apart_are_recorded_together_and_closing_does_not_wait(
+    sent, monkeypatch
+):
+    """The recorder gathers what finishes within RECORD_EVERY_S into one write; the chunk's
+    end writes what is left at once, however long the interval."""
+    batches: list[int] = []
+    record = jobs.items_record
+
+    def counted(**kwargs):
+        batches.append(len(kwargs["outcomes"]))
+        return record(**kwargs)
+
+    monkeypatch.setattr(jobs, "items_record", counted)
+    # Five items finishing 15 ms apart: each once written on its own (5 batches).
+    staggered = jobs.job_launch(
+        kind="test.echo", items=[(f"img-{i:03d}", {"n": i, "sleep": 0.015 * i}) for i in range(5)]
+    )
+    monkeypatch.setattr(jobs, "RECORD_EVERY_S", 0.5)
+    drain(staggered)
+    assert (staggered.items_done, batches) == (5, [5])
+
+    batches.clear()
+    monkeypatch.setattr(jobs, "RECORD_EVERY_S", 60)
+    prompt = launch("test.echo", 5)
+    started = time.monotonic()
+    drain(prompt)
+    assert (prompt.status, prompt.items_done, batches) == (JobStatus.DONE, 5, [5])
+    assert time.monotonic() - started < 10  # not the 60 s interval
+
+
+@pytest.mark.django_db(transaction=True)
 def test_the_first_chunk_task_of_a_process_freezes_the_loaded_heap_once(sent, monkeypatch):
     import gc
 
