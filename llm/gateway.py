@@ -18,6 +18,7 @@ Use one `Gateway` per event loop (a Celery task's chunk builds one, runs its cal
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -357,6 +358,14 @@ class Gateway:
         self._providers: dict[str, ProviderClient] = {}
         self._lookup = _Batched(_cached_answers)
         self._write = _Batched(_write_ledger_rows)
+        self._in_flight: asyncio.Semaphore | contextlib.nullcontext[None] = contextlib.nullcontext()
+
+    def limit_in_flight(self, requests: int) -> None:
+        """At most `requests` of this gateway's requests at the providers at once (a job kind's
+        concurrency). Only the request waits for a slot: the cache lookup, the ledger rows and
+        the pauses between retries are done outside it, so that one call's own work never
+        keeps another's request from going out."""
+        self._in_flight = asyncio.Semaphore(requests)
 
     async def __aenter__(self) -> Gateway:
         return self
@@ -571,11 +580,12 @@ class Gateway:
         row["prompt"], row["item_key"] = prompt_text(request), ledger_item.get()
         while True:
             await self.limiter.acquire(config.name, config.limits, tokens)
-            started = time.perf_counter()
             result.requests += 1
             row["attempt"] = failures + rate_waits + 1
             try:
-                reply = await provider.send(config, request)
+                async with self._in_flight:
+                    started = time.perf_counter()  # the latency leaves out the wait for a slot
+                    reply = await provider.send(config, request)
             except Failure as failure:
                 latency = time.perf_counter() - started
                 await self._record_failure(result, row, failure, latency)

@@ -249,6 +249,9 @@ class FakeLLM:
     retry_delay: str = "0.05s"  # the retry delay a "rate_limited" fault asks for
     # Gemini's Batch API (tests/fake_batch.py): its inner requests are answered like calls.
     batches: BatchStore = field(default_factory=BatchStore)
+    # Requests being answered now, and the most there were at once since the last reset.
+    in_flight: int = 0
+    most_in_flight: int = 0
     _seen: Counter[str] = field(default_factory=Counter)
     _script: deque[Reply] = field(default_factory=deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -267,6 +270,12 @@ class FakeLLM:
             self.injected.clear()
             self._seen.clear()
             self.batches = BatchStore()
+            self.most_in_flight = self.in_flight
+
+    def _arrived(self, change: int) -> None:
+        with self._lock:
+            self.in_flight += change
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
 
     def inject(
         self,
@@ -404,6 +413,13 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # quiet tests
 
     def do_POST(self) -> None:  # noqa: N802 (the base class's name)
+        self.fake._arrived(1)
+        try:
+            self._post()
+        finally:
+            self.fake._arrived(-1)
+
+    def _post(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
         try:
