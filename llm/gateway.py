@@ -579,12 +579,13 @@ class Gateway:
         row["is_repair"] = bool(request.repairs)
         row["prompt"], row["item_key"] = prompt_text(request), ledger_item.get()
         while True:
-            await self.limiter.acquire(config.name, config.limits, tokens)
             result.requests += 1
             row["attempt"] = failures + rate_waits + 1
             try:
+                # The slot first: the rate limit's token is taken just before the request goes.
                 async with self._in_flight:
-                    started = time.perf_counter()  # the latency leaves out the wait for a slot
+                    await self.limiter.acquire(config.name, config.limits, tokens)
+                    started = time.perf_counter()
                     reply = await provider.send(config, request)
             except Failure as failure:
                 latency = time.perf_counter() - started
