@@ -281,18 +281,33 @@ def _write_ledger_rows(rows: Sequence[LedgerEntry]) -> list[int]:
     return [row.pk for row in LedgerEntry.objects.bulk_create(rows)]
 
 
+# How long the ledger's lookups and writes wait for others to join their trip to the database
+# thread while other requests are out. The answers of a chunk land in bursts at 64 requests out
+# but a few ms apart at 32, where each trip served one or two calls (its hop, query and commit
+# about 0.6 ms of CPU a call); a chunk has twice as many items in progress as request slots, so
+# an item's wait here delays no request (bench/llm_throughput.py).
+LEDGER_GATHER_S = 0.02
+
+
 class _Batched:
     """One database round trip for what the calls in flight ask at about the same time.
 
-    The calls of a chunk reach the ledger in bursts (64 answers land within a few ms): each
-    lookup or write joins the batch being gathered, and one `run_many` in the database thread
-    serves the whole batch. While a batch runs there, the next one gathers. Each caller still
-    awaits its own result, so nothing is answered before its row is written. This halves the
-    job system's CPU per call (bench/llm_throughput.py), most of it the thread hops and commits
-    of one query per call."""
+    Each lookup or write joins the batch being gathered, and one `run_many` in the database
+    thread serves the whole batch. While a batch runs there, the next one gathers; while
+    `crowded()` (other requests are out, so more asks are coming) a batch gathers for
+    `gather_s` first, else it goes at once. Each caller still awaits its own result, so
+    nothing is answered before its row is written. This halves the job system's CPU per call
+    (bench/llm_throughput.py), most of it the thread hops and commits of one query per call."""
 
-    def __init__(self, run_many: Callable[[list[Any]], list[Any]]) -> None:
+    def __init__(
+        self,
+        run_many: Callable[[list[Any]], list[Any]],
+        *,
+        gather_s: float = 0.0,
+        crowded: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._run_many = sync_to_async(run_many)
+        self._gather_s, self._crowded = gather_s, crowded
         self._pending: list[tuple[Any, asyncio.Future[Any]]] = []
         self._flushing: asyncio.Task[None] | None = None
 
@@ -305,7 +320,8 @@ class _Batched:
 
     async def _flush(self) -> None:
         try:
-            await asyncio.sleep(0)  # the calls made ready by the same event-loop turn join in
+            # At least the calls made ready by the same event-loop turn join in.
+            await asyncio.sleep(self._gather_s if self._crowded() else 0)
             while self._pending:
                 batch, self._pending = self._pending, []
                 try:
@@ -356,9 +372,14 @@ class Gateway:
         self.limiter = limiter
         self.conf = conf or GatewaySettings.from_django()
         self._providers: dict[str, ProviderClient] = {}
-        self._lookup = _Batched(_cached_answers)
-        self._write = _Batched(_write_ledger_rows)
+        self._requests_out = 0
+        self._lookup = _Batched(_cached_answers, gather_s=LEDGER_GATHER_S, crowded=self._busy)
+        self._write = _Batched(_write_ledger_rows, gather_s=LEDGER_GATHER_S, crowded=self._busy)
         self._in_flight: asyncio.Semaphore | contextlib.nullcontext[None] = contextlib.nullcontext()
+
+    def _busy(self) -> bool:
+        """Whether any request is out: then more ledger work is on its way."""
+        return self._requests_out > 0
 
     def limit_in_flight(self, requests: int) -> None:
         """At most `requests` of this gateway's requests at the providers at once (a job kind's
@@ -586,7 +607,11 @@ class Gateway:
                 async with self._in_flight:
                     await self.limiter.acquire(config.name, config.limits, tokens)
                     started = time.perf_counter()
-                    reply = await provider.send(config, request)
+                    self._requests_out += 1
+                    try:
+                        reply = await provider.send(config, request)
+                    finally:
+                        self._requests_out -= 1
             except Failure as failure:
                 latency = time.perf_counter() - started
                 await self._record_failure(result, row, failure, latency)

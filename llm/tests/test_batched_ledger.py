@@ -29,6 +29,31 @@ def test_concurrent_requests_share_one_round_trip_and_get_their_own_results():
     assert batches == [list(range(20)), [99]]
 
 
+def test_while_crowded_asks_a_few_ms_apart_share_a_trip_and_alone_each_goes_at_once():
+    def batched_sizes(crowded: bool) -> list[int]:
+        sizes: list[int] = []
+
+        def run_many(items: list[int]) -> list[int]:
+            sizes.append(len(items))
+            return items
+
+        async def main() -> None:
+            batched = _Batched(run_many, gather_s=0.5, crowded=lambda: crowded)
+
+            async def ask(n: int) -> int:
+                await asyncio.sleep(0.01 * n)  # five asks, 10 ms apart
+                return await batched(n)
+
+            assert await asyncio.gather(*(ask(n) for n in range(5))) == list(range(5))
+
+        run_async(main)
+        return sizes
+
+    assert batched_sizes(crowded=True) == [5]
+    alone = batched_sizes(crowded=False)
+    assert len(alone) >= 3 and sum(alone) == 5  # 10 ms apart: no trip waited for the next
+
+
 def test_a_failed_batch_fails_each_of_its_callers_and_the_next_batch_runs():
     calls: list[list[str]] = []
 
