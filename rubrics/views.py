@@ -143,16 +143,45 @@ def _scaffold(meta: dict) -> list[tuple[str, list[dict]]]:
     return [(label, groups[key]) for key, label in TYPE_ORDER if groups.get(key)]
 
 
+# What an edit's answer needs of the checks it does not draw: the tier counts, the warnings,
+# the diff, the deleted list and the changed check's place.
+SUMMARY_COLUMNS = (
+    "pk",
+    "position",
+    "check_id",
+    "kind",
+    "tier",
+    "source",
+    "origin",
+    "text",
+    "deleted_at",
+    "delete_reason",
+)
+
+
 def _checklist_context(
     request: HttpRequest,
     version: RubricVersion,
     *,
+    changed: RubricCheck | None = None,
     error: DomainError | None = None,
     attempted: dict | None = None,
 ) -> dict:
     """Everything the checklist shows. Read after the version, so the rows are at least as new
-    as the revision that the page will carry."""
-    rows = list(RubricCheck.objects.filter(version=version).order_by("position", "pk"))
+    as the revision that the page will carry. After an edit only the check it changed is drawn
+    (`changed`, as the edit left it, standing in its place): the others are read as the
+    columns of SUMMARY_COLUMNS, named tuples, without their JSON decoded or model instances
+    made for them (60 of them cost more than the rest of the answer's context)."""
+    checks = RubricCheck.objects.filter(version=version).order_by("position", "pk")
+    if changed is None:
+        rows = list(checks)
+        drawn = rows
+    else:
+        rows = [
+            changed if r.pk == changed.pk else r
+            for r in checks.values_list(*SUMMARY_COLUMNS, named=True)
+        ]
+        drawn = [changed]
     # The parent's rows only for the diff: the four columns it compares, as named tuples (a
     # query of its own, cheaper than whole rows with their JSON in the draft's).
     parent_rows = (
@@ -169,7 +198,7 @@ def _checklist_context(
     snippets = {s["id"]: s for s in meta.get("snippets", [])}
     # One reversed address for the whole list, not one per check.
     checks_url = reverse("rubric_workspace", args=[version.pk]) + "checks/"
-    for row in rows:
+    for row in drawn:
         row.evidence = [snippets[s] for s in row.snippets if s in snippets]
         row.url = f"{checks_url}{row.pk}"
     groups = []
@@ -261,13 +290,12 @@ def _edit(
     if not request.htmx:
         return redirect("rubric_workspace", version_id=version_id)
     # The draft as the edit left it (the service's, with its parent): not read again.
-    context = _checklist_context(request, changed.version)
+    context = _checklist_context(request, changed.version, changed=changed)
     # The revision this edit produced, as the service says, not the version's as read now: if
     # another tab saved in between, the page has not seen that save, and its next save must be
     # refused with the whole current state.
     context["revision"] = changed.revision
-    rows = context["rows"]
-    row = next(r for r in rows if r.pk == changed.pk)
+    rows, row = context["rows"], changed
     live = row.deleted_at is None
     shown_before = live if kind in ("text", "relocate") else kind == "delete"
     context.update(
