@@ -159,11 +159,26 @@ SUMMARY_COLUMNS = (
 )
 
 
+# The regions of the checklist besides the check itself that an edit of each kind can change:
+# a move changes no count, warning or difference (none of them looks at positions), a new text
+# only the difference. An edit's answer computes and sends only these.
+REGIONS = frozenset({"counts", "warnings", "diff"})
+EDIT_REGIONS = {
+    "text": frozenset({"diff"}),
+    "retier": REGIONS,
+    "move": frozenset(),
+    "delete": REGIONS,
+    "restore": REGIONS,
+    "add": REGIONS,
+}
+
+
 def _checklist_context(
     request: HttpRequest,
     version: RubricVersion,
     *,
     changed: RubricCheck | None = None,
+    regions: frozenset[str] = REGIONS,
     error: DomainError | None = None,
     attempted: dict | None = None,
 ) -> dict:
@@ -171,7 +186,8 @@ def _checklist_context(
     as the revision that the page will carry. After an edit only the check it changed is drawn
     (`changed`, as the edit left it, standing in its place): the others are read as the
     columns of SUMMARY_COLUMNS, named tuples, without their JSON decoded or model instances
-    made for them (60 of them cost more than the rest of the answer's context)."""
+    made for them (60 of them cost more than the rest of the answer's context). The warnings
+    and the diff are computed only when among `regions`."""
     checks = RubricCheck.objects.filter(version=version).order_by("position", "pk")
     if changed is None:
         rows = list(checks)
@@ -184,15 +200,15 @@ def _checklist_context(
         drawn = [changed]
     # The parent's rows only for the diff: the four columns it compares, as named tuples (a
     # query of its own, cheaper than whole rows with their JSON in the draft's).
-    parent_rows = (
-        list(
-            RubricCheck.objects.filter(version_id=version.parent_id)
-            .order_by("position", "pk")
-            .values_list("check_id", "text", "tier", "deleted_at", named=True)
+    diff = None
+    if version.parent_id and "diff" in regions:
+        parent_rows = RubricCheck.objects.filter(version_id=version.parent_id).order_by(
+            "position", "pk"
         )
-        if version.parent_id
-        else []
-    )
+        diff = services.version_diff(
+            list(parent_rows.values_list("check_id", "text", "tier", "deleted_at", named=True)),
+            rows,
+        )
     live = [r for r in rows if r.deleted_at is None]
     meta = version.meta_rubric
     snippets = {s["id"]: s for s in meta.get("snippets", [])}
@@ -217,8 +233,9 @@ def _checklist_context(
         "groups": groups,
         "deleted": [r for r in rows if r.deleted_at is not None],
         "total": len(live),
-        "warnings": services.rubric_warnings(meta, rows),
-        "diff": services.version_diff(parent_rows, rows) if version.parent_id else None,
+        "warnings": services.rubric_warnings(meta, rows) if "warnings" in regions else [],
+        "diff": diff,
+        "regions": regions,
         "tiers": [(str(n), tier, TIER_LABELS[tier]) for n, tier in enumerate(TIERS, start=1)],
         "sources": sorted(services.meta_ids(meta)),
         "error": error,
@@ -255,8 +272,8 @@ def _edit(
     """Run one edit service; answer with the changed check and the regions that depend on it,
     or with the current state and the refusal (409 for a stale page), what the person typed
     kept. `kind` says how the edit changes the page: "text" changes a check in place,
-    "relocate" (re-tier, move) may move it to another place or tier group, "delete" takes it
-    out, "restore" and "add" put one in."""
+    "retier" and "move" may move it to another place or tier group, "delete" takes it out,
+    "restore" and "add" put one in; EDIT_REGIONS, which regions it changes besides."""
     try:
         changed = action(
             user=request.user,
@@ -290,14 +307,16 @@ def _edit(
     if not request.htmx:
         return redirect("rubric_workspace", version_id=version_id)
     # The draft as the edit left it (the service's, with its parent): not read again.
-    context = _checklist_context(request, changed.version, changed=changed)
+    context = _checklist_context(
+        request, changed.version, changed=changed, regions=EDIT_REGIONS[kind]
+    )
     # The revision this edit produced, as the service says, not the version's as read now: if
     # another tab saved in between, the page has not seen that save, and its next save must be
     # refused with the whole current state.
     context["revision"] = changed.revision
     rows, row = context["rows"], changed
     live = row.deleted_at is None
-    shown_before = live if kind in ("text", "relocate") else kind == "delete"
+    shown_before = live if kind in ("text", "retier", "move") else kind == "delete"
     context.update(
         {
             "check": row,
@@ -332,7 +351,7 @@ def check_tier(request: HttpRequest, version_id: int, check_pk: int) -> HttpResp
         request,
         version_id,
         services.check_retier,
-        "relocate",
+        "retier",
         check_pk=check_pk,
         tier=request.POST.get("tier", ""),
     )
@@ -365,7 +384,7 @@ def check_move(request: HttpRequest, version_id: int, check_pk: int) -> HttpResp
         request,
         version_id,
         services.check_move,
-        "relocate",
+        "move",
         check_pk=check_pk,
         direction=request.POST.get("direction", ""),
     )
