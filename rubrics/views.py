@@ -21,6 +21,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.backends.utils import csrf_input
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 from django_htmx.http import reswap, retarget
 
@@ -33,7 +34,7 @@ from judging.check_report import check_report
 from judging.models import Judge, Setting
 
 from . import services
-from .compiler import TIERS
+from .compiler import TIERS, is_web_url
 from .models import RevisionClaim, Rubric, RubricCheck, RubricVersion
 
 TIER_LABELS = {"answer_critical": "Answer-critical", "valuable": "Valuable", "context": "Context"}
@@ -211,12 +212,17 @@ def _checklist_context(
         )
     live = [r for r in rows if r.deleted_at is None]
     meta = version.meta_rubric
-    snippets = {s["id"]: s for s in meta.get("snippets", [])}
-    # One reversed address for the whole list, not one per check.
+    # Each snippet's link and label worked out once, not once for every check that cites it.
+    snippets = {
+        s["id"]: {**s, "web": is_web_url(s.get("url")), "label": s.get("title") or s.get("url")}
+        for s in meta.get("snippets", [])
+    }
+    # One reversed address for the whole list, not one per check; ours (a path of digits), so
+    # marked safe rather than escaped at each of its ten uses in a check's form.
     checks_url = reverse("rubric_workspace", args=[version.pk]) + "checks/"
     for row in drawn:
         row.evidence = [snippets[s] for s in row.snippets if s in snippets]
-        row.url = f"{checks_url}{row.pk}"
+        row.url = mark_safe(f"{checks_url}{row.pk}")
     groups = []
     for tier in TIERS:
         checks = [r for r in live if r.tier == tier]
