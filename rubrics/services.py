@@ -270,12 +270,12 @@ def _editable(user, version_id: int, revision: Any, now: datetime) -> RubricVers
     """Lock the draft, refuse what may not be edited, and move its revision on by one."""
     if not is_reviser(user):
         raise NotAllowed("Only rubric revisers revise rubrics.")
-    # The parent with it (for its stage, not its meta-rubric): the page's answer to the edit
-    # shows the version as the edit left it, with no second read. Only the draft is locked.
+    # The parent's stage with it, the one column of the parent that the page's answer to the
+    # edit shows (it shows the version as the edit left it, with no second read): joined as a
+    # column, cheaper than a second model instance. Only the draft is locked.
     version = (
         RubricVersion.objects.select_for_update(of=("self",))
-        .select_related("parent")
-        .defer("parent__meta_rubric")
+        .annotate(parent_stage=F("parent__stage"))
         .filter(pk=version_id)
         .first()
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.contrib import messages
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.backends.utils import csrf_input
@@ -35,7 +35,7 @@ from judging.models import Judge, Setting
 
 from . import services
 from .compiler import TIERS, is_web_url
-from .models import RevisionClaim, Rubric, RubricCheck, RubricVersion
+from .models import RevisionClaim, Rubric, RubricCheck, RubricVersion, Stage
 
 TIER_LABELS = {"answer_critical": "Answer-critical", "valuable": "Valuable", "context": "Context"}
 TYPE_ORDER = [
@@ -120,8 +120,9 @@ def claim(request: HttpRequest) -> HttpResponse:
 
 
 def _version(version_id: int, *, page: bool = False) -> RubricVersion:
-    # The parent is read for its stage only: its meta-rubric (tens of KB of JSON) is not.
-    versions = RubricVersion.objects.select_related("parent").defer("parent__meta_rubric")
+    # The parent only for its stage, as one joined column (parent_stage): as the edits'
+    # services read it.
+    versions = RubricVersion.objects.annotate(parent_stage=F("parent__stage"))
     if page:
         versions = versions.select_related("rubric__question__image")
     return get_object_or_404(versions, pk=version_id)
@@ -241,6 +242,7 @@ def _checklist_context(
         "total": len(live),
         "warnings": services.rubric_warnings(meta, rows) if "warnings" in regions else [],
         "diff": diff,
+        "parent_stage": Stage(version.parent_stage).label if version.parent_id else "",
         "regions": regions,
         "tiers": [(str(n), tier, TIER_LABELS[tier]) for n, tier in enumerate(TIERS, start=1)],
         "sources": sorted(services.meta_ids(meta)),
