@@ -128,12 +128,26 @@ def _version(version_id: int, *, page: bool = False) -> RubricVersion:
     return get_object_or_404(versions, pk=version_id)
 
 
+def _snippets(meta: dict) -> dict[str, dict]:
+    """The meta-rubric's snippets by id, each with its link and label worked out once, not at
+    each item and check that cites it."""
+    return {
+        s["id"]: {**s, "web": is_web_url(s.get("url")), "label": s.get("title") or s.get("url")}
+        for s in meta.get("snippets", [])
+    }
+
+
+# What the scaffold's template asks of every item, whatever its type: a key missing from the
+# dict costs the template engine a failed lookup and a dir() of the dict, at each item.
+SCAFFOLD_DEFAULTS = dict.fromkeys(("statement", "topic", "options", "steps"))
+
+
 def _scaffold(meta: dict) -> list[tuple[str, list[dict]]]:
     """The meta-rubric's items grouped by type, each with its snippets looked up."""
-    snippets = {s["id"]: s for s in meta.get("snippets", [])}
+    snippets = _snippets(meta)
     groups: dict[str, list[dict]] = {key: [] for key, _ in TYPE_ORDER}
     for item in meta.get("items", []):
-        shown = dict(item)
+        shown = {**SCAFFOLD_DEFAULTS, **item}
         # "items" would read as dict.items in a template: members go under their own key.
         shown["members"] = item.get("items", [])
         shown["evidence"] = [snippets[s] for s in item.get("snippets", []) if s in snippets]
@@ -213,11 +227,7 @@ def _checklist_context(
         )
     live = [r for r in rows if r.deleted_at is None]
     meta = version.meta_rubric
-    # Each snippet's link and label worked out once, not once for every check that cites it.
-    snippets = {
-        s["id"]: {**s, "web": is_web_url(s.get("url")), "label": s.get("title") or s.get("url")}
-        for s in meta.get("snippets", [])
-    }
+    snippets = _snippets(meta)
     # One reversed address for the whole list, not one per check; ours (a path of digits), so
     # marked safe rather than escaped at each of its ten uses in a check's form.
     checks_url = reverse("rubric_workspace", args=[version.pk]) + "checks/"
