@@ -258,6 +258,10 @@ def _checklist_context(
         "sources": sorted(services.meta_ids(meta)),
         "error": error,
         "attempted": attempted or {},
+        # False until an edit's answer says otherwise: a name missing from the context costs
+        # the template engine a raised and caught exception at each use, 60 checks a page.
+        "oob": False,
+        "check_oob": False,
     }
 
 
