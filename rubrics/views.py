@@ -21,7 +21,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.backends.utils import csrf_input
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.safestring import mark_safe
+from django.utils.html import escape
 from django.views.decorators.http import require_POST
 from django_htmx.http import reswap, retarget
 
@@ -228,12 +228,12 @@ def _checklist_context(
     live = [r for r in rows if r.deleted_at is None]
     meta = version.meta_rubric
     snippets = _snippets(meta)
-    # One reversed address for the whole list, not one per check; ours (a path of digits), so
-    # marked safe rather than escaped at each of its ten uses in a check's form.
+    # One reversed address for the whole list, not one per check; each check's escaped once
+    # here (a safe string) rather than at each of its ten uses in the check's form.
     checks_url = reverse("rubric_workspace", args=[version.pk]) + "checks/"
     for row in drawn:
         row.evidence = [snippets[s] for s in row.snippets if s in snippets]
-        row.url = mark_safe(f"{checks_url}{row.pk}")
+        row.url = escape(f"{checks_url}{row.pk}")
     groups = []
     for tier in TIERS:
         checks = [r for r in live if r.tier == tier]
