@@ -349,7 +349,9 @@ def _row(version: RubricVersion, check_pk: Any, field: str = "check") -> RubricC
     return row
 
 
-def _editable_row(user, version_id: int, check_pk: Any, revision: Any, now: datetime):
+def _editable_row(
+    user, version_id: int, check_pk: Any, revision: Any, now: datetime
+) -> RubricCheck:
     """_editable, then _row: the check to edit, with its draft (row.version) locked and moved
     on. In the common case (_moved_on) the row and its draft are read in one query."""
     if not _moved_on(user, version_id, revision, now):

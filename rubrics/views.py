@@ -328,7 +328,7 @@ def _edit(
         )
     if not request.htmx:
         return redirect("rubric_workspace", version_id=version_id)
-    # The draft as the edit left it (the service's, with its parent): not read again.
+    # The draft as the edit left it (the service's, with its parent's stage): not read again.
     context = _checklist_context(
         request, changed.version, changed=changed, regions=EDIT_REGIONS[kind]
     )
