@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.contrib import messages
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.backends.utils import csrf_input
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 from django.views.decorators.http import require_POST
 from django_htmx.http import reswap, retarget
 
@@ -33,8 +34,8 @@ from judging.check_report import check_report
 from judging.models import Judge, Setting
 
 from . import services
-from .compiler import TIERS
-from .models import RevisionClaim, Rubric, RubricCheck, RubricVersion
+from .compiler import TIERS, is_web_url
+from .models import RevisionClaim, Rubric, RubricCheck, RubricVersion, Stage
 
 TIER_LABELS = {"answer_critical": "Answer-critical", "valuable": "Valuable", "context": "Context"}
 TYPE_ORDER = [
@@ -119,19 +120,34 @@ def claim(request: HttpRequest) -> HttpResponse:
 
 
 def _version(version_id: int, *, page: bool = False) -> RubricVersion:
-    # The parent is read for its stage only: its meta-rubric (tens of KB of JSON) is not.
-    versions = RubricVersion.objects.select_related("parent").defer("parent__meta_rubric")
+    # The parent only for its stage, as one joined column (parent_stage): as the edits'
+    # services read it.
+    versions = RubricVersion.objects.annotate(parent_stage=F("parent__stage"))
     if page:
         versions = versions.select_related("rubric__question__image")
     return get_object_or_404(versions, pk=version_id)
 
 
+def _snippets(meta: dict) -> dict[str, dict]:
+    """The meta-rubric's snippets by id, each with its link and label worked out once, not at
+    each item and check that cites it."""
+    return {
+        s["id"]: {**s, "web": is_web_url(s.get("url")), "label": s.get("title") or s.get("url")}
+        for s in meta.get("snippets", [])
+    }
+
+
+# What the scaffold's template asks of every item, whatever its type: a key missing from the
+# dict costs the template engine a failed lookup and a dir() of the dict, at each item.
+SCAFFOLD_DEFAULTS = dict.fromkeys(("statement", "topic", "options", "steps"))
+
+
 def _scaffold(meta: dict) -> list[tuple[str, list[dict]]]:
     """The meta-rubric's items grouped by type, each with its snippets looked up."""
-    snippets = {s["id"]: s for s in meta.get("snippets", [])}
+    snippets = _snippets(meta)
     groups: dict[str, list[dict]] = {key: [] for key, _ in TYPE_ORDER}
     for item in meta.get("items", []):
-        shown = dict(item)
+        shown = {**SCAFFOLD_DEFAULTS, **item}
         # "items" would read as dict.items in a template: members go under their own key.
         shown["members"] = item.get("items", [])
         shown["evidence"] = [snippets[s] for s in item.get("snippets", []) if s in snippets]
@@ -143,35 +159,81 @@ def _scaffold(meta: dict) -> list[tuple[str, list[dict]]]:
     return [(label, groups[key]) for key, label in TYPE_ORDER if groups.get(key)]
 
 
+# What an edit's answer needs of the checks it does not draw: the tier counts, the warnings,
+# the diff, the deleted list and the changed check's place.
+SUMMARY_COLUMNS = (
+    "pk",
+    "position",
+    "check_id",
+    "kind",
+    "tier",
+    "source",
+    "origin",
+    "text",
+    "deleted_at",
+    "delete_reason",
+)
+
+
+# The regions of the checklist besides the check itself that an edit of each kind can change:
+# a move changes no count, warning or difference (none of them looks at positions), a new text
+# only the difference. An edit's answer computes and sends only these.
+REGIONS = frozenset({"counts", "warnings", "diff"})
+EDIT_REGIONS = {
+    "text": frozenset({"diff"}),
+    "retier": REGIONS,
+    "move": frozenset(),
+    "delete": REGIONS,
+    "restore": REGIONS,
+    "add": REGIONS,
+}
+
+
 def _checklist_context(
     request: HttpRequest,
     version: RubricVersion,
     *,
+    changed: RubricCheck | None = None,
+    regions: frozenset[str] = REGIONS,
     error: DomainError | None = None,
     attempted: dict | None = None,
 ) -> dict:
     """Everything the checklist shows. Read after the version, so the rows are at least as new
-    as the revision that the page will carry."""
-    rows = list(RubricCheck.objects.filter(version=version).order_by("position", "pk"))
+    as the revision that the page will carry. After an edit only the check it changed is drawn
+    (`changed`, as the edit left it, standing in its place): the others are read as the
+    columns of SUMMARY_COLUMNS, named tuples, without their JSON decoded or model instances
+    made for them (60 of them cost more than the rest of the answer's context). The warnings
+    and the diff are computed only when among `regions`."""
+    checks = RubricCheck.objects.filter(version=version).order_by("position", "pk")
+    if changed is None:
+        rows = list(checks)
+        drawn = rows
+    else:
+        rows = [
+            changed if r.pk == changed.pk else r
+            for r in checks.values_list(*SUMMARY_COLUMNS, named=True)
+        ]
+        drawn = [changed]
     # The parent's rows only for the diff: the four columns it compares, as named tuples (a
     # query of its own, cheaper than whole rows with their JSON in the draft's).
-    parent_rows = (
-        list(
-            RubricCheck.objects.filter(version_id=version.parent_id)
-            .order_by("position", "pk")
-            .values_list("check_id", "text", "tier", "deleted_at", named=True)
+    diff = None
+    if version.parent_id and "diff" in regions:
+        parent_rows = RubricCheck.objects.filter(version_id=version.parent_id).order_by(
+            "position", "pk"
         )
-        if version.parent_id
-        else []
-    )
+        diff = services.version_diff(
+            list(parent_rows.values_list("check_id", "text", "tier", "deleted_at", named=True)),
+            rows,
+        )
     live = [r for r in rows if r.deleted_at is None]
     meta = version.meta_rubric
-    snippets = {s["id"]: s for s in meta.get("snippets", [])}
-    # One reversed address for the whole list, not one per check.
+    snippets = _snippets(meta)
+    # One reversed address for the whole list, not one per check; each check's escaped once
+    # here (a safe string) rather than at each of its ten uses in the check's form.
     checks_url = reverse("rubric_workspace", args=[version.pk]) + "checks/"
-    for row in rows:
+    for row in drawn:
         row.evidence = [snippets[s] for s in row.snippets if s in snippets]
-        row.url = f"{checks_url}{row.pk}"
+        row.url = escape(f"{checks_url}{row.pk}")
     groups = []
     for tier in TIERS:
         checks = [r for r in live if r.tier == tier]
@@ -188,12 +250,18 @@ def _checklist_context(
         "groups": groups,
         "deleted": [r for r in rows if r.deleted_at is not None],
         "total": len(live),
-        "warnings": services.rubric_warnings(meta, rows),
-        "diff": services.version_diff(parent_rows, rows) if version.parent_id else None,
+        "warnings": services.rubric_warnings(meta, rows) if "warnings" in regions else [],
+        "diff": diff,
+        "parent_stage": Stage(version.parent_stage).label if version.parent_id else "",
+        "regions": regions,
         "tiers": [(str(n), tier, TIER_LABELS[tier]) for n, tier in enumerate(TIERS, start=1)],
         "sources": sorted(services.meta_ids(meta)),
         "error": error,
         "attempted": attempted or {},
+        # False until an edit's answer says otherwise: a name missing from the context costs
+        # the template engine a raised and caught exception at each use, 60 checks a page.
+        "oob": False,
+        "check_oob": False,
     }
 
 
@@ -226,8 +294,8 @@ def _edit(
     """Run one edit service; answer with the changed check and the regions that depend on it,
     or with the current state and the refusal (409 for a stale page), what the person typed
     kept. `kind` says how the edit changes the page: "text" changes a check in place,
-    "relocate" (re-tier, move) may move it to another place or tier group, "delete" takes it
-    out, "restore" and "add" put one in."""
+    "retier" and "move" may move it to another place or tier group, "delete" takes it out,
+    "restore" and "add" put one in; EDIT_REGIONS, which regions it changes besides."""
     try:
         changed = action(
             user=request.user,
@@ -260,16 +328,17 @@ def _edit(
         )
     if not request.htmx:
         return redirect("rubric_workspace", version_id=version_id)
-    # The draft as the edit left it (the service's, with its parent): not read again.
-    context = _checklist_context(request, changed.version)
+    # The draft as the edit left it (the service's, with its parent's stage): not read again.
+    context = _checklist_context(
+        request, changed.version, changed=changed, regions=EDIT_REGIONS[kind]
+    )
     # The revision this edit produced, as the service says, not the version's as read now: if
     # another tab saved in between, the page has not seen that save, and its next save must be
     # refused with the whole current state.
     context["revision"] = changed.revision
-    rows = context["rows"]
-    row = next(r for r in rows if r.pk == changed.pk)
+    rows, row = context["rows"], changed
     live = row.deleted_at is None
-    shown_before = live if kind in ("text", "relocate") else kind == "delete"
+    shown_before = live if kind in ("text", "retier", "move") else kind == "delete"
     context.update(
         {
             "check": row,
@@ -304,7 +373,7 @@ def check_tier(request: HttpRequest, version_id: int, check_pk: int) -> HttpResp
         request,
         version_id,
         services.check_retier,
-        "relocate",
+        "retier",
         check_pk=check_pk,
         tier=request.POST.get("tier", ""),
     )
@@ -337,7 +406,7 @@ def check_move(request: HttpRequest, version_id: int, check_pk: int) -> HttpResp
         request,
         version_id,
         services.check_move,
-        "relocate",
+        "move",
         check_pk=check_pk,
         direction=request.POST.get("direction", ""),
     )

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from annotation import services as annotation_services
 from annotation.models import QuestionCorrection
-from core.errors import Conflict, InvalidInput, NotAllowed
+from core.errors import Conflict, InvalidInput, NotAllowed, NotFound
 from rubrics import services
 from rubrics.compiler import MetaRubricInvalid
 from rubrics.models import CheckEdit, Origin, RevisionClaim, RubricVersion, Stage
@@ -231,6 +231,42 @@ def test_edit_refusals(dave, draft):
     assert err.value.field == "source"
     draft.refresh_from_db()
     assert draft.revision == 0
+
+
+def test_refusals_after_a_current_revision_undo_its_move(dave, draft):
+    """With the page's revision current, one UPDATE moves it on before the claim and the check
+    are looked at: each refusal after it leaves the revision, the claim and the rows as they
+    were, and the refusals keep their order (a malformed revision is refused after another
+    reviser's claim, as before)."""
+    from django.contrib.auth.models import Group, User
+
+    row = live(draft)[0]
+    before = (row.text, row.tier, row.origin)
+    for check_pk, refusal in [(10**9, NotFound), ("abc", InvalidInput)]:
+        with pytest.raises(refusal):
+            services.check_edit_text(
+                user=dave, version_id=draft.pk, check_pk=check_pk, text="x", revision=0
+            )
+    with pytest.raises(NotFound):
+        services.check_edit_text(user=dave, version_id=10**9, check_pk=row.pk, text="x", revision=0)
+    frank = User.objects.create_user("frank")
+    frank.groups.add(Group.objects.get(name="rubric_reviser"))
+    for revision in (0, "abc", 5):
+        with pytest.raises(NotAllowed, match="Another reviser"):
+            services.check_retier(
+                user=frank, version_id=draft.pk, check_pk=row.pk, tier="context", revision=revision
+            )
+    draft.refresh_from_db()
+    assert draft.revision == 0 and not CheckEdit.objects.filter(version=draft).exists()
+    assert RevisionClaim.objects.get(version=draft).reviser == dave
+    row.refresh_from_db()
+    assert (row.text, row.tier, row.origin) == before
+    assert (
+        services.check_edit_text(
+            user=dave, version_id=draft.pk, check_pk=row.pk, text="Now.", revision=0
+        ).revision
+        == 1
+    )
 
 
 def test_move(dave, draft):
