@@ -243,6 +243,9 @@
       const form = root.querySelector("[data-correct-form]");
       if (!form) return;
       event.preventDefault();
+      // Marked, so that the new panel's preparation (htmx:load, which a busy machine delays
+      // past the first keys pressed on it) leaves the box open.
+      form.dataset.opened = "true";
       form.hidden = false;
       const box = form.querySelector("input[name='entity']");
       box.focus();
@@ -557,7 +560,9 @@
     watchLease(root);
     // The correction box opens on c (shown without JavaScript, and again after a refusal).
     const correct = root.querySelector("[data-correct-form]");
-    if (correct && !correct.querySelector(".error")) correct.hidden = true;
+    if (correct && !correct.querySelector(".error") && !correct.dataset.opened) {
+      correct.hidden = true;
+    }
     const form = mainForm(root);
     const box = form && form.querySelector("[data-revision-box]");
     if (box) {
