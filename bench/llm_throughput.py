@@ -1,7 +1,8 @@
 """LLM throughput of the job system against the fake Gemini server (issue 4, "Benchmark").
 
 N structured calls (default 5,000) through the job system, in-process: a kind registered here,
-one chunk holding every item, the kind's concurrency = C; the real google-genai client talks to
+one chunk holding every item, the kind's concurrency (its request slots) = C, with twice as
+many items in progress; the real google-genai client talks to
 tests/fake_llm.py, which answers each call after --delay seconds (default 0.2) and runs in a
 process of its own so that its CPU is not counted. In the same run the bare google-genai async
 client makes the same number of calls with the same C, for comparison: the client the gateway's
