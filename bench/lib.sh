@@ -34,17 +34,21 @@ busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9, $9}' /proc/stat;
 
 # run_measured SUMMARY WHAT CMD...: run the load client CMD (which writes the JSON SUMMARY with
 # its own client_cpu_seconds), then print the CPU-seconds that gunicorn, PostgreSQL, the client
-# and everything else used over its run (WHAT names the run's phases). Returns CMD's status.
+# and everything else used over its run (WHAT names the run's phases), and the host's speed
+# (bench/host_speed.py) just before and after it. Returns CMD's status.
 run_measured() {
   local summary=$1 what=$2 postmaster gu0 pg0 busy0 steal0 t0 t1 gu1 pg1 busy1 steal1 client
   local status=0
   shift 2
   postmaster=$(head -1 "$PG_DIR/postmaster.pid")
+  local speed0 speed1
+  speed0=$($PY bench/host_speed.py)
   gu0=$(cpu_ticks "$gunicorn_pid"); pg0=$(cpu_ticks "$postmaster"); read -r busy0 steal0 < <(busy_ticks)
   t0=$(date +%s.%N)
   "$@" || status=$?
   t1=$(date +%s.%N)
   gu1=$(cpu_ticks "$gunicorn_pid"); pg1=$(cpu_ticks "$postmaster"); read -r busy1 steal1 < <(busy_ticks)
+  speed1=$($PY bench/host_speed.py)
   client=$($PY -c 'import json, sys; print(json.load(open(sys.argv[1])).get("client_cpu_seconds", 0))' \
     "$summary" 2>/dev/null || echo 0)
   # The rest of the busy time is other processes (and the load client's database checks): if
@@ -57,5 +61,6 @@ run_measured() {
            w, what, n, n * w, g / hz, p / hz, c, b / hz - g / hz - p / hz - c, st / hz
     if (b / hz - g / hz - p / hz - c > 5)
       print "More than 5 CPU-s went to other processes: discard this run and run it again when the machine is quiet." }'
+  echo "Host speed (bench/host_speed.py, lower is faster): $speed0 before the load, $speed1 after"
   return "$status"
 }
