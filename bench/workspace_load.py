@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 from multidict import CIMultiDictProxy
@@ -267,8 +267,12 @@ class Browser:
         data: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
     ) -> Response:
+        form = None
+        if data is not None:  # encoded here: aiohttp's FormData builds a multipart writer too
+            form = urlencode(data).encode()
+            headers = {**(headers or {}), "Content-Type": "application/x-www-form-urlencoded"}
         async with self.session.request(
-            method, self.base_url + path, data=data, headers=headers, allow_redirects=False
+            method, self.base_url + path, data=form, headers=headers, allow_redirects=False
         ) as response:
             body = await response.read()
         # as httpx: the charset the answer names, else UTF-8, with replacement characters
