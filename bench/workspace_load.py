@@ -90,8 +90,9 @@ REMOVED_RE = re.compile(r'hx-swap-oob="delete:#check-(\d+)"')
 SOURCE_SELECT = ('<select name="source">', "</select>")
 OPTION_RE = re.compile(r'<option value="([^"]+)">')
 VERSION_URL_RE = re.compile(r"^/rubrics/versions/(\d+)/$")
-# What httpx.HTTPError covered: transport errors and timeouts (aiohttp's own timeouts are
-# both ClientError and TimeoutError; a wait for the connection is a bare TimeoutError).
+# What httpx.HTTPError covered: transport errors and timeouts. aiohttp's timeouts
+# (ServerTimeoutError) are ClientError and TimeoutError alike; a bare TimeoutError is caught too,
+# should one come from a wait aiohttp does not wrap.
 HTTP_ERRORS = (aiohttp.ClientError, TimeoutError)
 
 
