@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Instructions a request of the rubric workspace costs, counted by valgrind (cachegrind), which
 # the host's speed does not move: the machine's wall-clock figures move by a third from one
-# hour to the next, this count by well under 1%. Use it to compare two versions of the code.
+# hour to the next, this count by about 1% (49.7 and 50.1 M for the same code). Use it to compare
+# two versions of the code.
 #
-# SQLite (its work is counted too) in /tmp/gamut-instructions.sqlite3, 5 rubrics of 60 checks,
+# SQLite (its work is counted too) in /tmp/gamut-instructions-<pid>.sqlite3, 5 rubrics of 60 checks,
 # then bench/workspace_inprocess.py under cachegrind twice, with --rounds 0 and --rounds N (each
 # round: the page, then a text edit, a re-tier and a move); the difference divided by the 4N
 # requests is one request of that mix. The data is generated afresh before each run. Needs
-# valgrind (apt-get install valgrind); about 2 minutes with the default N.
+# valgrind (apt-get install valgrind); about 2.5 minutes with the default N. PYTHONHASHSEED is
+# fixed: with Python's random string hashing the same code's count moved by 6% between runs.
 #
 #   bench/workspace_instructions.sh [N=10]
 set -euo pipefail
@@ -19,14 +21,15 @@ PY=.venv/bin/python
 command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)" >&2; exit 2; }
 case "$rounds" in ''|*[!0-9]*|0) echo "N must be a positive whole number, not '$rounds'" >&2; exit 2 ;; esac
 
-export DATABASE_URL=sqlite:////tmp/gamut-instructions.sqlite3 DEBUG=False ALLOWED_HOSTS=testserver
+db=/tmp/gamut-instructions-$$.sqlite3
+trap 'rm -f "$db" "$db"-* /tmp/gamut-instructions-$$-revisers.json' EXIT
+export DATABASE_URL=sqlite:///$db DEBUG=False ALLOWED_HOSTS=testserver PYTHONHASHSEED=0
 unset REDIS_URL GAMUT_ENV
-rm -f /tmp/gamut-instructions.sqlite3*
 $PY manage.py migrate --noinput >/dev/null
 
 count() {
   $PY bench/generate_rubric_data.py --reset --questions 5 --checks 60 \
-    --credentials /tmp/gamut-instructions-revisers.json >/dev/null
+    --credentials /tmp/gamut-instructions-$$-revisers.json >/dev/null
   valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
     $PY bench/workspace_inprocess.py --rounds "$1" 2>&1 >/dev/null \
     | awk '/I *refs/ {gsub(",", "", $NF); print $NF}'
