@@ -6,11 +6,11 @@
 # valgrind). Compare two versions of the code alternately, two runs each.
 #
 # SQLite (its work is counted too) in /tmp/gamut-instructions-<pid>.sqlite3, 5 rubrics of 60
-# checks, then bench/workspace_inprocess.py under cachegrind twice, with --rounds 0 and --rounds N (each
-# round: the page, then a text edit, a re-tier and a move); the difference divided by the 4N
-# requests is one request of that mix. The data is generated afresh before each run. Needs
-# valgrind (apt-get install valgrind); about 2.5 minutes with the default N. PYTHONHASHSEED is
-# fixed: with Python's random string hashing the same code's count moved by 6% between runs.
+# checks, then bench/workspace_inprocess.py under cachegrind twice, with --rounds 0 and --rounds
+# N (each round: the page, then a text edit, a re-tier and a move); the difference divided by
+# the 4N requests is one request of that mix. The data is generated afresh before each run.
+# Needs valgrind (apt-get install valgrind); about 2.5 minutes with the default N.
+# PYTHONHASHSEED is fixed: with Python's random string hashing the same code's count moved by 6%.
 #
 #   bench/workspace_instructions.sh [N=10]
 set -euo pipefail
