@@ -90,9 +90,9 @@ REMOVED_RE = re.compile(r'hx-swap-oob="delete:#check-(\d+)"')
 SOURCE_SELECT = ('<select name="source">', "</select>")
 OPTION_RE = re.compile(r'<option value="([^"]+)">')
 VERSION_URL_RE = re.compile(r"^/rubrics/versions/(\d+)/$")
-# What httpx.HTTPError covered: transport errors and timeouts. aiohttp's timeouts
-# (ServerTimeoutError) are ClientError and TimeoutError alike; a bare TimeoutError is caught too,
-# should one come from a wait aiohttp does not wrap.
+# A failed request: a transport error or a timeout. aiohttp's timeouts (ServerTimeoutError) are
+# ClientError and TimeoutError alike; a bare TimeoutError is caught too, should one come from a
+# wait aiohttp does not wrap.
 HTTP_ERRORS = (aiohttp.ClientError, TimeoutError)
 
 
@@ -242,13 +242,13 @@ class Browser:
     which follows no redirect. Each answer is read whole and decoded once."""
 
     def __init__(self, base_url: str, timeout: float) -> None:
-        self.base_url = base_url.rstrip("/")  # paths are absolute, as httpx merged them
+        self.base_url = base_url.rstrip("/")  # the paths asked for are absolute
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=1),
             # unsafe: the jar refuses cookies from an IP address otherwise (127.0.0.1)
             cookie_jar=aiohttp.CookieJar(unsafe=True),
-            # httpx's timeout applied to each phase (the wait for the connection included),
-            # not to the whole request
+            # --timeout bounds each phase (the wait for the connection included), not the
+            # whole request
             timeout=aiohttp.ClientTimeout(
                 total=None, connect=timeout, sock_connect=timeout, sock_read=timeout
             ),
@@ -276,7 +276,7 @@ class Browser:
             method, self.base_url + path, data=form, headers=headers, allow_redirects=False
         ) as response:
             body = await response.read()
-        # as httpx: the charset the answer names, else UTF-8, with replacement characters
+        # the charset the answer names, else UTF-8, with replacement characters
         text = body.decode(response.charset or "utf-8", "replace")
         return Response(response.status, response.headers, text)
 
