@@ -504,6 +504,7 @@ def preference_set(*, user, single_key_shortcuts: bool) -> Preference:
     preference, _ = Preference.objects.update_or_create(
         user=user, defaults={"single_key_shortcuts": bool(single_key_shortcuts)}
     )
+    user._gamut_single_keys = preference.single_key_shortcuts  # as read with the user
     return preference
 
 

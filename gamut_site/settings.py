@@ -189,7 +189,8 @@ parse_networks(TRUSTED_PROXIES)  # a typo stops the start-up, rather than trusti
 # lock the pair until LOGIN_RATE_WINDOW seconds after the last of them.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: refuses a locked pair before any password
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend, with the person's roles and preference read in the user's query.
+    "annotation.auth.Backend",
 ]
 AXES_FAILURE_LIMIT = envint("LOGIN_RATE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(seconds=envint("LOGIN_RATE_WINDOW", 900))

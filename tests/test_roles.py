@@ -101,3 +101,43 @@ def test_roles_are_read_once_per_request(alice, django_assert_num_queries):
         assert access.is_member(alice)
         assert access.has_role(alice, access.ADMIN, access.ANNOTATOR)
         assert not access.has_role(alice, access.ADMIN)
+
+
+def test_the_session_user_comes_with_roles_read_afresh_each_request(alice, client):
+    """annotation.auth.Backend reads the roles and the single-key preference in the user's own
+    query: a change of either shows on the very next request, and a group that is no role
+    gives no role."""
+    from django.contrib.auth.models import Group
+
+    from annotation.models import Preference
+
+    client.force_login(alice)
+    assert client.get("/review/").status_code == 200
+    alice.groups.clear()
+    alice.groups.add(Group.objects.get_or_create(name="visitors")[0])
+    assert client.get("/review/").status_code == 403
+    alice.groups.add(Group.objects.get_or_create(name="adjudicator")[0])
+    assert client.get("/adjudicate/").status_code == 200
+    assert client.get("/review/").status_code == 403
+
+    alice.groups.add(Group.objects.get_or_create(name="annotator")[0])
+    page = client.get("/review/")
+    assert page.context["single_keys"] is True and page.context["is_adjudicator"]
+    Preference.objects.create(user=alice, single_key_shortcuts=False)
+    assert client.get("/review/").context["single_keys"] is False
+
+
+def test_a_deactivated_person_is_logged_out_on_the_next_request(alice, client):
+    client.force_login(alice)
+    assert client.get("/review/").status_code == 200
+    alice.is_active = False
+    alice.save(update_fields=["is_active"])
+    answer = client.get("/review/")
+    assert answer.status_code == 302 and answer["Location"].startswith("/login/")
+
+
+def test_roles_without_the_backend_are_read_by_one_query_of_role_groups(alice):
+    from django.contrib.auth.models import Group
+
+    alice.groups.add(Group.objects.get_or_create(name="visitors")[0])
+    assert access.roles(alice) == {access.ANNOTATOR}

@@ -251,7 +251,7 @@ def test_todays_reviews_each_changeable_until_resolved(
     old = services.review_submit(user=bob, candidate_id=c2.pk, decision="discard")
     Review.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=2))
     client.force_login(alice)
-    with django_assert_num_queries(4):  # session, user, groups, reviews
+    with django_assert_num_queries(3):  # session, user with its roles, reviews
         body = client.get(reverse("review_mine")).content.decode()
     assert f'data-testid="my-review-{r1.pk}"' in body and f'data-testid="my-review-{r2.pk}"' in body
     assert "resolved: accepted" in body
@@ -359,4 +359,6 @@ def test_review_and_adjudication_query_counts_are_pinned(
 # Measured with the session already written. The review page reads two rows more than it did
 # (the last review, for the undo offer; the single-key preference), the adjudication page one.
 # With no gold item, training asks one query on the page and one in each claim and submission.
-COUNTS = {"review": 12, "submit": 26, "undo": 21, "skip": 18, "adjudicate": 10}
+# Then two fewer on each (the person's roles and preference come with the session's user,
+# annotation.auth.Backend).
+COUNTS = {"review": 10, "submit": 24, "undo": 19, "skip": 16, "adjudicate": 8}

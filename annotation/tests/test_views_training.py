@@ -101,8 +101,8 @@ def test_the_training_page_resets_and_lets_through(
     client.force_login(root)
     client.get(reverse("training"))
     with django_assert_num_queries(
-        8
-    ):  # session, user, config, items, annotators, states, answers, groups
+        7
+    ):  # session, user and roles, config, items, annotators, states, answers
         page = client.get(reverse("training"))
     html = page.content.decode()
     row = html[html.index('data-testid="standing-alice"') :]
@@ -171,7 +171,7 @@ def test_the_audit_page_draws_shows_and_takes_a_verdict(
     client.force_login(carol)
     client.get(reverse("audit"))  # draws 2 + 2
     assert ReviewAudit.objects.count() == 4
-    with django_assert_num_queries(12):
+    with django_assert_num_queries(10):
         page = client.get(reverse("audit"))
     html = page.content.decode()
     assert 'data-shortcuts="audit"' in html and 'data-key="o"' in html
@@ -222,7 +222,7 @@ def test_the_round_audit_page_and_the_flag_in_the_history(
     assert 'data-testid="empty"' in client.get(reverse("round_audit")).content.decode()
     client.force_login(olga)
     client.get(reverse("round_audit"))
-    with django_assert_num_queries(13):  # the checks of the round and of its parent: 2
+    with django_assert_num_queries(11):  # the checks of the round and of its parent: 2
         page = client.get(reverse("round_audit")).content.decode()
     assert "human round 1 by <strong>dave</strong>" in page
     assert "<del>Names the dish.</del> <ins>Names the dish as bourguignon.</ins>" in page
@@ -251,7 +251,7 @@ def test_the_agreement_page_has_gold_accuracy_and_overturns_with_csv_and_json(
         audits.review_audit_give(user=carol, audit_id=audit.pk, verdict=verdict, note="why")
     client.force_login(root)
     client.get(reverse("agreement"))
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(6):
         html = client.get(reverse("agreement")).content.decode()
     assert 'data-testid="trend-chart"' in html and "<polyline" in html
     data = json.loads(client.get(reverse("agreement"), {"format": "json"}).content)

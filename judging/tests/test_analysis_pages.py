@@ -280,8 +280,8 @@ def _results_world(n_models: int, n_judges: int) -> list[Judge]:
     return judges
 
 
-# session, user and the user's roles for the menu; then the page's own
-FIXED = 3
+# the session, and the user read with their roles for the menu; then the page's own
+FIXED = 2
 
 
 @pytest.mark.parametrize("n_models", [1, 4])
