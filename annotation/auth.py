@@ -1,8 +1,9 @@
 """The authentication backend: Django's ModelBackend, reading with the session's user, in the
 same query, what nearly every page asks of that person: their roles (core.access.roles) and
-whether single-key shortcuts are on (annotation.views.single_keys). Two queries fewer a request
-than the user, the groups and the preference read one by one (bench/README.md, rubric
-workspace)."""
+whether single-key shortcuts are on (annotation.views.single_keys): one query fewer a request
+than the user and the groups read one by one, two on the pages that ask for the preference
+(bench/README.md, "The session's user read with the roles"). Sessions logged in through
+Django's own ModelBackend name it, so they end when this replaces it: people log in once more."""
 
 from __future__ import annotations
 
