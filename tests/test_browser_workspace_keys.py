@@ -148,3 +148,29 @@ def test_a_failed_edit_is_said_in_place_and_retry_presses_the_same_button(dave, 
     expect(page.get_by_test_id("request-error")).to_have_count(0)
     version = RubricVersion.objects.get(stage=Stage.HUMAN_1)
     assert [e.op for e in version.edits.order_by("id")] == ["retier"]
+
+
+def test_a_focus_moved_while_a_save_settles_stays_where_the_person_put_it(dave, log_in):
+    """htmx settles a swap 20 ms after it (longer on a busy machine): a person who has moved on
+    to another check's button by then keeps the focus there."""
+    page = open_workspace(log_in)
+    page.evaluate("() => { htmx.config.defaultSettleDelay = 800; }")
+    check(page, "I1").focus()
+    button = check(page, "I1").get_by_role("button", name="3 Context")
+    button.focus()
+    page.keyboard.press(" ")
+    expect(page.get_by_test_id("count-context")).to_have_text("3")
+    check(page, "I3.opt2").focus()
+    move = check(page, "I3.opt2").locator("[data-move=up]")
+    move.focus()
+    page.wait_for_timeout(1200)  # past the settle
+    expect(move).to_be_focused()
+    # a focus that the swap took away (the pressed button is replaced) still comes back, to the
+    # check that was saved
+    check(page, "I1").focus()
+    button = check(page, "I1").get_by_role("button", name="1 Answer-critical")
+    button.focus()
+    page.keyboard.press(" ")
+    expect(page.get_by_test_id("count-context")).to_have_text("2")
+    page.wait_for_timeout(1200)
+    expect(check(page, "I1")).to_be_focused()

@@ -364,9 +364,11 @@
   });
 
   function restoreFocus() {
-    // Someone typing elsewhere (the add form, a reason) keeps their place: only a focus that
-    // the swap took away comes back.
-    if (typing(document.activeElement) && document.activeElement.isConnected) return;
+    // Only a focus that the swap took away comes back. Someone who has moved on by then (typing
+    // in the add form, or on another check's button before htmx settled, 20 ms after the swap
+    // and longer on a busy machine) keeps their place.
+    const active = document.activeElement;
+    if (active && active !== document.body && active.isConnected) return;
     let again = checks().find((c) => c.dataset.check === focusedCheck);
     if (!again && fallbackCheck) {
       again = checks().find((c) => c.dataset.check === fallbackCheck);
@@ -384,8 +386,9 @@
     if (!(target.closest && target.closest("#checklist"))) return;
     const added = target.matches("li.check") ? target : target.querySelector("li.check");
     if (adding && added) {
-      focusedCheck = added.dataset.check;
       adding = false;
+      focusCheck(added); // wherever the focus was, the new check takes it
+      return;
     }
     restoreFocus();
   });
