@@ -35,9 +35,11 @@ from judging.models import Judge, Setting
 
 from . import services
 from .compiler import TIERS, is_web_url
-from .models import RevisionClaim, Rubric, RubricCheck, RubricVersion, Stage
+from .models import Origin, RevisionClaim, Rubric, RubricCheck, RubricVersion, Stage
 
 TIER_LABELS = {"answer_critical": "Answer-critical", "valuable": "Valuable", "context": "Context"}
+# get_origin_display() builds a dict of the field's choices at every call, 60 checks a page.
+ORIGIN_LABELS = dict(Origin.choices)
 TYPE_ORDER = [
     ("fact", "Facts"),
     ("strict_list", "Strict lists"),
@@ -228,12 +230,17 @@ def _checklist_context(
     live = [r for r in rows if r.deleted_at is None]
     meta = version.meta_rubric
     snippets = _snippets(meta)
-    # One reversed address for the whole list, not one per check; each check's escaped once
-    # here (a safe string) rather than at each of its ten uses in the check's form.
+    # One reversed address for the whole list, not one per check. What a check's markup
+    # prints more than once or dearly is made here, once: its address and its id escaped (safe
+    # strings, printed ten and five times), its pk as text (an int printed by the template
+    # engine goes through number formatting), its origin in words.
     checks_url = reverse("rubric_workspace", args=[version.pk]) + "checks/"
     for row in drawn:
         row.evidence = [snippets[s] for s in row.snippets if s in snippets]
         row.url = escape(f"{checks_url}{row.pk}")
+        row.cid = escape(row.check_id)
+        row.pk_text = str(row.pk)
+        row.origin_label = ORIGIN_LABELS.get(row.origin, row.origin)
     groups = []
     for tier in TIERS:
         checks = [r for r in live if r.tier == tier]
@@ -242,7 +249,7 @@ def _checklist_context(
         )
     return {
         "version": version,
-        "revision": version.revision,
+        "revision": str(version.revision),  # printed in every check's form: text, as pk_text
         "checks_url": checks_url,
         "csrf_input": csrf_input(request),
         "editable": version.frozen_at is None,
@@ -335,7 +342,7 @@ def _edit(
     # The revision this edit produced, as the service says, not the version's as read now: if
     # another tab saved in between, the page has not seen that save, and its next save must be
     # refused with the whole current state.
-    context["revision"] = changed.revision
+    context["revision"] = str(changed.revision)
     rows, row = context["rows"], changed
     live = row.deleted_at is None
     shown_before = live if kind in ("text", "retier", "move") else kind == "delete"

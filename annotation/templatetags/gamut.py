@@ -1,5 +1,6 @@
 from django import template
 
+from annotation.labels import words as in_words
 from rubrics.compiler import is_web_url
 
 register = template.Library()
@@ -49,8 +50,6 @@ def timeuntil_seconds(moment) -> int:
 @register.filter
 def words(value) -> str:
     """A stored key in words (`partially_meets` -> "partially meets")."""
-    from annotation.labels import words as in_words
-
     return in_words(value)
 
 
