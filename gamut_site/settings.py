@@ -242,6 +242,8 @@ IMPORT_MAX_MANIFEST_BYTES = envint("IMPORT_MAX_MANIFEST_BYTES", 64 * 1024 * 1024
 IMAGE_MAX_PIXELS = envint("IMAGE_MAX_PIXELS", 89_478_485)
 
 # Security.
+# Django's database sessions, read by a query compiled once (every request reads the session).
+SESSION_ENGINE = "core.sessions"
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the body's hx-headers, not the cookie
 X_FRAME_OPTIONS = "DENY"

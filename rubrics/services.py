@@ -22,6 +22,7 @@ from django.utils import timezone
 from annotation.models import FinalQuestion
 from core import access
 from core.errors import Conflict, InvalidInput, NotAllowed, NotFound
+from core.prepared import Prepared, PreparedUpdate
 from core.text import clean_int, clean_text
 
 from . import compiler
@@ -279,23 +280,41 @@ def _moved_on(user, version_id: int, revision: Any, now: datetime) -> bool:
         expected = clean_int(revision, "revision", minimum=0, maximum=2**31 - 1)
     except InvalidInput:
         return False
-    moved = RubricVersion.objects.filter(
-        pk=version_id, frozen_at__isnull=True, revision=expected
-    ).update(revision=F("revision") + 1)
-    if moved != 1:
+    if _MOVE_ON.run(version=version_id, revision=expected) != 1:
         return False
     _renew_claim(user, version_id, now)
     return True
+
+
+# The statements and reads of every edit, compiled once (core.prepared).
+_MOVE_ON = PreparedUpdate(
+    lambda version, revision: (
+        RubricVersion.objects.filter(pk=version, frozen_at__isnull=True, revision=revision),
+        {"revision": F("revision") + 1},
+    ),
+    version=int,
+    revision=int,
+)
+_RENEW = PreparedUpdate(
+    lambda version, reviser, now, expires_at: (
+        RevisionClaim.objects.filter(version_id=version).filter(
+            Q(reviser_id=reviser) | Q(expires_at__lte=now)
+        ),
+        {"reviser_id": reviser, "expires_at": expires_at},
+    ),
+    version=int,
+    reviser=int,
+    now=datetime,
+    expires_at=datetime,
+)
 
 
 def _renew_claim(user, version_id: int, now: datetime) -> None:
     """The claim renewed by one UPDATE where it is this reviser's or has lapsed; read only when
     that finds none (another reviser's live claim, or none yet)."""
     expires_at = now + settings.REVIEW_LEASE
-    claims = RevisionClaim.objects.filter(version_id=version_id)
-    if not claims.filter(Q(reviser=user) | Q(expires_at__lte=now)).update(
-        reviser=user, expires_at=expires_at
-    ):
+    if not _RENEW.run(version=version_id, reviser=user.pk, now=now, expires_at=expires_at):
+        claims = RevisionClaim.objects.filter(version_id=version_id)
         if claims.exists():
             raise NotAllowed("Another reviser holds this rubric for this round.")
         RevisionClaim.objects.update_or_create(
@@ -307,12 +326,23 @@ def _renew_claim(user, version_id: int, now: datetime) -> None:
 # an edit shows (it shows the version as the edit left it, with no second read): joined as a
 # column, cheaper than a second model instance.
 _DRAFTS = RubricVersion.objects.annotate(parent_stage=F("parent__stage"))
+_DRAFT = Prepared(lambda pk: _DRAFTS.filter(pk=pk), pk=int)
+# The check to edit with its draft, and the parent's stage, in one query.
+_EDITABLE_ROW = Prepared(
+    lambda version, pk: (
+        RubricCheck.objects.select_related("version")
+        .annotate(parent_stage=F("version__parent__stage"))
+        .filter(version_id=version, pk=pk)
+    ),
+    version=int,
+    pk=int,
+)
 
 
 def _editable(user, version_id: int, revision: Any, now: datetime) -> RubricVersion:
     """Lock the draft, refuse what may not be edited, and move its revision on by one."""
     if _moved_on(user, version_id, revision, now):
-        return _DRAFTS.get(pk=version_id)
+        return _DRAFT.first(pk=version_id)
     return _locked(user, version_id, revision, now)
 
 
@@ -357,12 +387,7 @@ def _editable_row(
     if not _moved_on(user, version_id, revision, now):
         return _row(_locked(user, version_id, revision, now), check_pk)
     check_pk = clean_int(check_pk, "check", minimum=1)
-    row = (
-        RubricCheck.objects.select_related("version")
-        .annotate(parent_stage=F("version__parent__stage"))
-        .filter(version_id=version_id, pk=check_pk)
-        .first()
-    )
+    row = _EDITABLE_ROW.first(version=version_id, pk=check_pk)
     if row is None:
         raise NotFound("That check is not part of this rubric version.")
     row.version.parent_stage = row.parent_stage

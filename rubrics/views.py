@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from django.contrib import messages
 from django.db.models import Count, F, Q
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.backends.utils import csrf_input
 from django.urls import reverse
@@ -30,6 +30,7 @@ from annotation.views import single_keys
 from core import access
 from core.errors import DomainError
 from core.http import refuse
+from core.prepared import Prepared
 from judging.check_report import check_report
 from judging.models import Judge, Setting
 
@@ -121,13 +122,32 @@ def claim(request: HttpRequest) -> HttpResponse:
     return redirect("rubric_workspace", version_id=version.pk)
 
 
+# The hot queries of the page and of every edit's answer, compiled once (core.prepared). The
+# version with its parent only for its stage, as one joined column (parent_stage), as the
+# edits' services read it; for the page with its question and image.
+_VERSION = Prepared(
+    lambda pk: RubricVersion.objects.annotate(parent_stage=F("parent__stage")).filter(pk=pk),
+    pk=int,
+)
+_PAGE_VERSION = Prepared(
+    lambda pk: (
+        RubricVersion.objects.annotate(parent_stage=F("parent__stage"))
+        .select_related("rubric__question__image")
+        .filter(pk=pk)
+    ),
+    pk=int,
+)
+_CHECKS = Prepared(
+    lambda version: RubricCheck.objects.filter(version_id=version).order_by("position", "pk"),
+    version=int,
+)
+
+
 def _version(version_id: int, *, page: bool = False) -> RubricVersion:
-    # The parent only for its stage, as one joined column (parent_stage): as the edits'
-    # services read it.
-    versions = RubricVersion.objects.annotate(parent_stage=F("parent__stage"))
-    if page:
-        versions = versions.select_related("rubric__question__image")
-    return get_object_or_404(versions, pk=version_id)
+    version = (_PAGE_VERSION if page else _VERSION).first(pk=version_id)
+    if version is None:
+        raise Http404(f"There is no rubric version {version_id}.")
+    return version
 
 
 def _snippets(meta: dict) -> dict[str, dict]:
@@ -175,6 +195,24 @@ SUMMARY_COLUMNS = (
     "deleted_at",
     "delete_reason",
 )
+_SUMMARY = Prepared(
+    lambda version: (
+        RubricCheck.objects.filter(version_id=version)
+        .order_by("position", "pk")
+        .values_list(*SUMMARY_COLUMNS, named=True)
+    ),
+    version=int,
+)
+# The parent's rows only for the diff: the four columns it compares, as named tuples (a query
+# of its own, cheaper than whole rows with their JSON in the draft's).
+_PARENT_ROWS = Prepared(
+    lambda version: (
+        RubricCheck.objects.filter(version_id=version)
+        .order_by("position", "pk")
+        .values_list("check_id", "text", "tier", "deleted_at", named=True)
+    ),
+    version=int,
+)
 
 
 # The regions of the checklist besides the check itself that an edit of each kind can change:
@@ -206,27 +244,15 @@ def _checklist_context(
     columns of SUMMARY_COLUMNS, named tuples, without their JSON decoded or model instances
     made for them (60 of them cost more than the rest of the answer's context). The warnings
     and the diff are computed only when among `regions`."""
-    checks = RubricCheck.objects.filter(version=version).order_by("position", "pk")
     if changed is None:
-        rows = list(checks)
+        rows = _CHECKS.all(version=version.pk)
         drawn = rows
     else:
-        rows = [
-            changed if r.pk == changed.pk else r
-            for r in checks.values_list(*SUMMARY_COLUMNS, named=True)
-        ]
+        rows = [changed if r.pk == changed.pk else r for r in _SUMMARY.all(version=version.pk)]
         drawn = [changed]
-    # The parent's rows only for the diff: the four columns it compares, as named tuples (a
-    # query of its own, cheaper than whole rows with their JSON in the draft's).
     diff = None
     if version.parent_id and "diff" in regions:
-        parent_rows = RubricCheck.objects.filter(version_id=version.parent_id).order_by(
-            "position", "pk"
-        )
-        diff = services.version_diff(
-            list(parent_rows.values_list("check_id", "text", "tier", "deleted_at", named=True)),
-            rows,
-        )
+        diff = services.version_diff(_PARENT_ROWS.all(version=version.parent_id), rows)
     live = [r for r in rows if r.deleted_at is None]
     meta = version.meta_rubric
     snippets = _snippets(meta)

@@ -394,3 +394,33 @@ def test_the_web_url_filter():
     assert template.render(Context({"url": "https://example.org/"})) == "link"
     for url in ("javascript:alert(1)", "", None, "data:,x"):
         assert template.render(Context({"url": url})) == "text"
+
+
+def test_an_id_no_column_can_hold_is_a_404_not_a_500(client, dave, draft):
+    """The workspace's queries are compiled once (core.prepared), and an id beyond a bigint
+    must still match nothing there, as it does through the ORM."""
+    client.force_login(dave)
+    huge = 2**70
+    assert client.get(reverse("rubric_workspace", args=[huge])).status_code == 404
+    check = first_check(draft)
+    for args in ([huge, check.pk], [draft.pk, huge]):
+        response = client.post(
+            reverse("rubric_check_text", args=args), {"text": "x", "revision": 0}, **HTMX
+        )
+        assert response.status_code == 404
+    draft.refresh_from_db()
+    assert draft.revision == 0 and first_check(draft).text == check.text
+
+
+def test_an_expired_session_is_logged_out(client, dave, draft):
+    """The session is read by a query compiled once (core.sessions): past its expiry date it
+    is no session."""
+    from django.contrib.sessions.models import Session
+    from django.utils import timezone
+
+    client.force_login(dave)
+    url = reverse("rubric_workspace", args=[draft.pk])
+    assert client.get(url).status_code == 200
+    Session.objects.update(expire_date=timezone.now())
+    response = client.get(url)
+    assert response.status_code == 302 and "login" in response["Location"]
