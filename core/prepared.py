@@ -11,9 +11,11 @@ cursor (so Django's query counting, logging and execute wrappers see it), and ma
 as the ORM would: model instances (with select_related and annotations), named tuples, or the
 number of rows an UPDATE changed.
 
-A parameter must reach the SQL as itself: a lookup that rewrites its value (`__contains`,
-`__in` on a list) or a value written into the SQL's text (a slice's LIMIT) is refused when the
-query is compiled, never run wrong. No library does this: the two that did
+An integer parameter beyond what its column's type holds makes the whole query match nothing
+(right for the conditions joined by AND that these queries are; where such a value sits in an
+OR, use the ORM). A parameter must reach the SQL as itself: a lookup that rewrites its value
+(`__contains`, `__in` on a list) or a value written into the SQL's text (a slice's LIMIT) is
+refused when the query is compiled, never run wrong. No library does this: the two that did
 (django-prepared-queries, django-prepared-query) are unmaintained.
 """
 
@@ -132,11 +134,11 @@ class _Query:
         if compiled is None:
             compiled = self._compiled[key] = self._compile(using, connection)
         params = []
-        for name, kind, wrapper in compiled.slots:
+        for name, held, wrapper in compiled.slots:
             if name is None:
-                params.append(kind)
+                params.append(held)  # the query's own constant
             elif wrapper is None:
-                params.append(_adapt(kind, values[name], connection))
+                params.append(_adapt(held, values[name], connection))
             else:
                 low, high = _int_range(wrapper)
                 if not low <= values[name] <= high:
