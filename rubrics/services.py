@@ -325,8 +325,18 @@ def _renew_claim(user, version_id: int, now: datetime) -> None:
 # The parent's stage with the draft, the one column of the parent that the page's answer to
 # an edit shows (it shows the version as the edit left it, with no second read): joined as a
 # column, cheaper than a second model instance.
-_DRAFTS = RubricVersion.objects.annotate(parent_stage=F("parent__stage"))
-_DRAFT = Prepared(lambda pk: _DRAFTS.filter(pk=pk), pk=int)
+def drafts() -> RubricVersionQuerySet:
+    return RubricVersion.objects.annotate(parent_stage=F("parent__stage"))
+
+
+_DRAFT = Prepared(lambda pk: drafts().filter(pk=pk), pk=int)
+
+
+def draft_read(version_id: int) -> RubricVersion | None:
+    """The version with its parent's stage, as an edit's answer shows it (None: no such one)."""
+    return _DRAFT.first(pk=version_id)
+
+
 # The check to edit with its draft, and the parent's stage, in one query.
 _EDITABLE_ROW = Prepared(
     lambda version, pk: (
@@ -342,14 +352,14 @@ _EDITABLE_ROW = Prepared(
 def _editable(user, version_id: int, revision: Any, now: datetime) -> RubricVersion:
     """Lock the draft, refuse what may not be edited, and move its revision on by one."""
     if _moved_on(user, version_id, revision, now):
-        return _DRAFT.first(pk=version_id)
+        return draft_read(version_id)
     return _locked(user, version_id, revision, now)
 
 
 def _locked(user, version_id: int, revision: Any, now: datetime) -> RubricVersion:
     """_editable when _moved_on changed nothing: the draft locked and read, then refused (or,
     should its revision be current after all, moved on). Only the draft is locked."""
-    version = _DRAFTS.select_for_update(of=("self",)).filter(pk=version_id).first()
+    version = drafts().select_for_update(of=("self",)).filter(pk=version_id).first()
     if version is None:
         raise NotFound(f"There is no rubric version {version_id}.")
     if version.frozen_at is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.contrib import messages
-from django.db.models import Count, F, Q
+from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.backends.utils import csrf_input
@@ -122,29 +122,24 @@ def claim(request: HttpRequest) -> HttpResponse:
     return redirect("rubric_workspace", version_id=version.pk)
 
 
-# The hot queries of the page and of every edit's answer, compiled once (core.prepared). The
-# version with its parent only for its stage, as one joined column (parent_stage), as the
-# edits' services read it; for the page with its question and image.
-_VERSION = Prepared(
-    lambda pk: RubricVersion.objects.annotate(parent_stage=F("parent__stage")).filter(pk=pk),
-    pk=int,
-)
+# The hot queries of the page and of every edit's answer, compiled once (core.prepared): the
+# version as the edits' services read it (services.draft_read), for the page with its
+# question and image as well; its checks in order, whole or as named tuples of some columns.
 _PAGE_VERSION = Prepared(
-    lambda pk: (
-        RubricVersion.objects.annotate(parent_stage=F("parent__stage"))
-        .select_related("rubric__question__image")
-        .filter(pk=pk)
-    ),
+    lambda pk: services.drafts().select_related("rubric__question__image").filter(pk=pk),
     pk=int,
 )
-_CHECKS = Prepared(
-    lambda version: RubricCheck.objects.filter(version_id=version).order_by("position", "pk"),
-    version=int,
-)
+
+
+def _in_order(version: int):
+    return RubricCheck.objects.filter(version_id=version).order_by("position", "pk")
+
+
+_CHECKS = Prepared(_in_order, version=int)
 
 
 def _version(version_id: int, *, page: bool = False) -> RubricVersion:
-    version = (_PAGE_VERSION if page else _VERSION).first(pk=version_id)
+    version = _PAGE_VERSION.first(pk=version_id) if page else services.draft_read(version_id)
     if version is None:
         raise Http404(f"There is no rubric version {version_id}.")
     return version
@@ -196,20 +191,13 @@ SUMMARY_COLUMNS = (
     "delete_reason",
 )
 _SUMMARY = Prepared(
-    lambda version: (
-        RubricCheck.objects.filter(version_id=version)
-        .order_by("position", "pk")
-        .values_list(*SUMMARY_COLUMNS, named=True)
-    ),
-    version=int,
+    lambda version: _in_order(version).values_list(*SUMMARY_COLUMNS, named=True), version=int
 )
 # The parent's rows only for the diff: the four columns it compares, as named tuples (a query
 # of its own, cheaper than whole rows with their JSON in the draft's).
 _PARENT_ROWS = Prepared(
-    lambda version: (
-        RubricCheck.objects.filter(version_id=version)
-        .order_by("position", "pk")
-        .values_list("check_id", "text", "tier", "deleted_at", named=True)
+    lambda version: _in_order(version).values_list(
+        "check_id", "text", "tier", "deleted_at", named=True
     ),
     version=int,
 )
