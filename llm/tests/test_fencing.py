@@ -21,7 +21,13 @@ from llm.fencing import (
     outside_fences,
     render,
 )
-from llm.prompts import Prompt, PromptError
+from llm.prompts import Prompt, PromptError, all_prompts, load_prompt
+
+# Templates helper A rewrites for issue 21 item 1, fenced by them with this mechanism: until
+# then they are the only ones left out below. Remove a name once its new version is in.
+NOT_FENCED_YET = {"rubric_rebuild", "rubric_human_edits"}
+# Values that come from our own code, not from outside: numbers, and a tier our code names.
+TRUSTED = {"tier", "min_count", "max_count", "round"}
 
 _OTHER_TAG = fence_tag("It is a Citroën 2CV.")
 
@@ -106,6 +112,66 @@ def test_bad_names_keys_and_values_are_refused():
         fence_each([("s1\n- s2", "x")], "SNIPPETS")
     with pytest.raises(TypeError, match="pairs"):
         render("{snippets:fence_each}", {"snippets": "[s1] a listing string"})
+
+
+# --- the templates ---------------------------------------------------------------------------
+
+
+def _latest() -> list[Prompt]:
+    latest: dict[str, Prompt] = {}
+    for prompt in all_prompts():  # by name, then version
+        latest[prompt.name] = prompt
+    return [p for name, p in sorted(latest.items()) if name not in NOT_FENCED_YET]
+
+
+@pytest.mark.parametrize("prompt", _latest(), ids=lambda p: f"{p.name}.v{p.version}")
+def test_every_untrusted_value_of_a_template_is_fenced_and_the_fence_stated(prompt):
+    assert set(prompt.placeholders) - set(prompt.fenced) <= TRUSTED, "an untrusted value unfenced"
+    if prompt.fenced:
+        assert prompt.states_fences and prompt.text.count(FENCE_NOTE) == 1
+        assert load_prompt(prompt.name) == prompt
+
+
+def _values(prompt: Prompt, text: str) -> tuple[dict[str, object], list[tuple[str, str]]]:
+    """Every value of `prompt` set to `text` (a list of two under fence_each), and the fences
+    the rendered prompt must hold, in order."""
+    values: dict[str, object] = dict.fromkeys(prompt.placeholders, 3)
+    for name in prompt.fenced:
+        each = f"{{{name}:{fencing.FENCE_EACH}}}" in prompt.text
+        values[name] = [("s1", text), ("s2", text + "!")] if each else text
+    expected = []
+    for _, name, spec, _ in string.Formatter().parse(prompt.text):
+        if name and spec == fencing.FENCE:
+            expected.append((name.upper(), text))
+        elif name and spec == fencing.FENCE_EACH:
+            expected += [(name.upper(), text), (name.upper(), text + "!")]
+    return values, expected
+
+
+@pytest.mark.parametrize("text", ESCAPES.values(), ids=ESCAPES.keys())
+@pytest.mark.parametrize("prompt", _latest(), ids=lambda p: f"{p.name}.v{p.version}")
+def test_a_text_that_tries_to_escape_stays_inside_in_every_template(prompt, text):
+    if not prompt.fenced:
+        pytest.skip("shows no untrusted value")
+    values, expected = _values(prompt, text)
+    rendered = prompt.render(**values)
+    assert fenced_texts(rendered) == expected
+    # Outside the fences there is only the template's own text: nothing of the value.
+    bland, _ = _values(prompt, "plain")
+    assert outside_fences(rendered) == outside_fences(prompt.render(**bland))
+    assert rendered == prompt.render(**values)  # deterministic: the cache and keys rely on it
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [p for p in all_prompts() if not p.fenced],
+    ids=lambda p: f"{p.name}.v{p.version}",
+)
+def test_a_template_without_fences_renders_as_before(prompt):
+    # The versions from before fences: the same prompt as str.format gave, byte for byte, so
+    # jobs launched with them and the ledger's cache see no change.
+    values = dict.fromkeys(prompt.placeholders, ESCAPES["an imitation of the instructions"])
+    assert prompt.render(**values) == prompt.text.format(**values)
 
 
 def test_a_template_that_fences_without_saying_so_is_refused():
