@@ -57,7 +57,8 @@ def _folded(text: str) -> str:
 
 def fence_tag(text: str, *, length: int = TAG_LENGTH) -> str:
     """The tag of `text`'s fence: hex digits of a sha256 of the text that the text does not
-    contain. Deterministic: the same text always gets the same tag."""
+    contain. Deterministic: the same text always gets the same tag. (`length` is shorter only
+    in the test of the re-draw, which 12 digits make too rare to meet; fenced_texts reads 12.)"""
     folded = _folded(text)
     for attempt in itertools.count():
         tag = hashlib.sha256(f"{attempt}\n{text}".encode()).hexdigest()[:length]

@@ -24,8 +24,12 @@ lines of its own, and refer to it by what it is ("the entity named above"), not 
 placeholder inline. To fence a template that has none yet: write its next version with the
 marks and FENCE_NOTE, and pass lists as pairs where a listing string was built; a job that
 keeps an older version (its params' prompt_version) must still get the values that version
-expects. Code that reads values back out of a prompt (the demo provider, the tests' fakes)
-uses fencing.fenced_texts and fencing.outside_fences.
+expects. A template rendered into another one's placeholder is held to the same rule, so
+rather give its values to the host template as fenced placeholders. Code that reads values
+back out of a prompt (the demo provider, the tests' fakes) uses fencing.fenced_texts and
+fencing.outside_fences. llm/tests/test_fencing.py holds every latest template to this: each
+placeholder fenced unless it is in its TRUSTED set, the note present, and texts that try to
+close their fence staying inside.
 """
 
 from __future__ import annotations
