@@ -377,7 +377,14 @@ async def generate(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | di
 
 
 def _candidate_listing(candidates: tuple[tuple[int, str], ...]) -> str:
+    """The candidates as guard v1 and v2 list them (jobs launched with those keep them)."""
     return "\n".join(f"- id {pk}: {text}" for pk, text in candidates)
+
+
+def candidate_items(candidates: tuple[tuple[int, str], ...]) -> list[tuple[str, str]]:
+    """The candidates for a fenced listing (guard v3 on): each text in its own fence after its
+    id, so that no candidate's words can pass for another id."""
+    return [(f"id {pk}", text) for pk, text in candidates]
 
 
 OVERREPRESENTED_TOP = 5  # the largest templates the guard is told of
@@ -400,12 +407,22 @@ def overrepresented_templates() -> list[dict[str, Any]]:
 
 
 def overrepresented_listing(templates: list[dict[str, Any]]) -> str:
+    """The templates as guard v2 lists them (jobs launched with it keep it)."""
     if not templates:
         return "(none yet: no template holds more than one final question)"
     return "\n".join(
         f"- “{t['skeleton']}”: {t['size']} of {t['of']} final questions ({t['share']:.0%})"
         for t in templates
     )
+
+
+def overrepresented_items(templates: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The templates for a fenced listing (guard v3 on): the figures are ours, the skeleton is
+    made of the final questions' words, so it goes in a fence."""
+    return [
+        (f"{t['size']} of {t['of']} final questions ({t['share']:.0%})", t["skeleton"])
+        for t in templates
+    ]
 
 
 async def guard(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[str, Any]:
@@ -416,14 +433,22 @@ async def guard(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
         return setup.done
     assert setup.model and setup.prompt and setup.image
     image = setup.image
-    values = {
+    fenced = set(setup.prompt.fenced)  # v3 on: the listings as (key, text) pairs
+    values: dict[str, Any] = {
         "entity": image.entity,
         "domain": image.domain,
-        "candidates": _candidate_listing(setup.candidates),
+        "candidates": (
+            candidate_items(setup.candidates)
+            if "candidates" in fenced
+            else _candidate_listing(setup.candidates)
+        ),
     }
     if "overrepresented" in setup.prompt.placeholders:  # v2 on: the templates to avoid
-        values["overrepresented"] = overrepresented_listing(
-            context.params.get("overrepresented") or []
+        templates = context.params.get("overrepresented") or []
+        values["overrepresented"] = (
+            overrepresented_items(templates)
+            if "overrepresented" in fenced
+            else overrepresented_listing(templates)
         )
     text = setup.prompt.render(**values)
     call = await gateway.call_structured(

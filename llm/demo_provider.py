@@ -34,6 +34,7 @@ from typing import Any
 from django.conf import settings
 from pydantic import BaseModel
 
+from .fencing import fenced_texts, outside_fences
 from .models import Provider
 from .providers import (
     GatewayError,
@@ -106,14 +107,24 @@ def _digest(*parts: str) -> str:
 
 
 def _field(prompt: str, name: str, default: str) -> str:
-    """A `name: value` line of the prompt (the templates give entity and domain so)."""
+    """The value the prompt gives as `name`: its fence (`{name:fence}`), else a `name: value`
+    line (templates from before fences)."""
+    for label, text in fenced_texts(prompt):
+        if label == name.upper():
+            return " ".join(text.split()) or default
     found = re.search(rf"^\W*{name}:\s*(.+)$", prompt, re.IGNORECASE | re.MULTILINE)
     return found.group(1).strip() if found else default
 
 
 def _snippet_ids(prompt: str) -> list[str]:
-    """The snippet ids the prompt lists, as `[s3] title <url>: text` lines, in order."""
-    return list(dict.fromkeys(re.findall(r"^\[([A-Za-z0-9_-]+)\]", prompt, re.MULTILINE)))
+    """The snippet ids the prompt lists, in order: `- s3:` before a snippet's fence, or
+    `[s3] title <url>: text` lines. Read outside the fences, so that a fenced text cannot add
+    an id."""
+    ours = outside_fences(prompt)
+    ids = re.findall(
+        r"^(?:- ([A-Za-z0-9_-]+):\n<<<SNIPPETS>>>|\[([A-Za-z0-9_-]+)\])", ours, re.MULTILINE
+    )
+    return list(dict.fromkeys(fenced or listed for fenced, listed in ids))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,7 +188,7 @@ def _generated_questions(schema: type[BaseModel], prompt: str) -> dict[str, Any]
 
 
 def _guard(schema: type[BaseModel], prompt: str) -> dict[str, Any]:
-    ids = [int(n) for n in re.findall(r"^- id (\d+):", prompt, re.MULTILINE)]
+    ids = [int(n) for n in re.findall(r"^- id (\d+):", outside_fences(prompt), re.MULTILINE)]
     verdicts = [
         {
             "id": pk,

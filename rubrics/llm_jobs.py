@@ -252,7 +252,14 @@ def _json(value: Any) -> str:
 
 
 def _snippet_lines(snippets: list[dict[str, str]]) -> str:
+    """The snippets as rubric_rebuild v1 lists them (not fenced yet)."""
     return "\n".join(f"[{s['id']}] {s['title']} <{s['url']}>: {s['text']}" for s in snippets)
+
+
+def snippet_items(snippets: list[dict[str, str]]) -> list[tuple[str, str]]:
+    """The snippets for a fenced listing (`{snippets:fence_each}`): the id is ours and stays
+    outside; the title, address and text come from the web and go in the snippet's fence."""
+    return [(s["id"], f"{s['title']} <{s['url']}>: {s['text']}") for s in snippets]
 
 
 def _grounded_evidence(found: GroundedResult) -> list[str]:
@@ -386,7 +393,7 @@ async def build(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
         check=layout_problems,
         question=subject.question,
         entity=subject.entity,
-        snippets=_snippet_lines(snippets),
+        snippets=snippet_items(snippets),
     )
     assert isinstance(layout, LayoutReply)
     document = _document(subject, snippets, layout.items)
@@ -473,7 +480,7 @@ async def refine(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict
         calls,
         question=subject.question,
         entity=subject.entity,
-        snippets=_snippet_lines(old_snippets),
+        snippets=snippet_items(old_snippets),
         meta_rubric=meta_rubric,
     )
     unreachable = unreachable_urls(audit)
@@ -493,8 +500,8 @@ async def refine(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict
         check=audit_check,
         question=subject.question,
         entity=subject.entity,
-        snippets=_snippet_lines(old_snippets),
-        unreachable="\n".join(sorted(unreachable)) or "(none)",
+        snippets=snippet_items(old_snippets),
+        unreachable="\n".join(sorted(unreachable)),  # an empty fence: none (the prompt says)
         audit=audit.text,
         meta_rubric=meta_rubric,
     )

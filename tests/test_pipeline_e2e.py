@@ -32,6 +32,7 @@ from judging import llm_jobs as judging_jobs
 from judging.leaderboard import leaderboard
 from judging.models import EvaluatedModel, Judge, Response, Verdict
 from llm import jobs
+from llm.fencing import outside_fences
 from llm.models import Job, JobStatus, LLMModel
 from rubrics import llm_jobs as rubric_jobs
 from rubrics import services as rubric_services
@@ -119,7 +120,8 @@ def pipeline_reply(recorded: Recorded) -> Reply:
             )
         )
     if "partial_coverage" in fields:  # the audit's notes, structured
-        ids = sorted(set(re.findall(r"\[(s\d+)\]", _prompt(body))), key=lambda s: int(s[1:]))
+        listed = re.findall(r"^- (s\d+):$", outside_fences(_prompt(body)), re.MULTILINE)
+        ids = sorted(set(listed), key=lambda s: int(s[1:]))
         return Reply(
             text=json.dumps(
                 {
@@ -132,7 +134,10 @@ def pipeline_reply(recorded: Recorded) -> Reply:
             )
         )
     if "verdicts" in fields:
-        ids = [int(i) for i in re.findall(r"^- id (\d+):", _prompt(body), re.MULTILINE)]
+        ids = [
+            int(i)
+            for i in re.findall(r"^- id (\d+):$", outside_fences(_prompt(body)), re.MULTILINE)
+        ]
         return Reply(
             text=json.dumps(
                 {

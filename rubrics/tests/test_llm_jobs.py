@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from llm import jobs
+from llm.fencing import fenced_texts, outside_fences
 from llm.models import ItemStatus, JobItem, LLMModel
 from llm.tasks import run_job_chunk
 from llm.tests.conftest import Harness
@@ -103,7 +104,9 @@ def test_build_stores_a_draft_grounded_in_the_search_metadata(setup):
     assert "tools" not in layout
     assert layout["generationConfig"]["responseMimeType"] == "application/json"
     assert "items" in layout["generationConfig"]["responseJsonSchema"]["properties"]
-    assert "[s3] French stews" in layout["contents"][0]["parts"][0]["text"]
+    sent = layout["contents"][0]["parts"][0]["text"]
+    assert "- s3:\n<<<SNIPPETS>>>" in outside_fences(sent)
+    assert ("SNIPPETS", f"French stews <{redirect}1>: {SUPPORTS[1][0]}") in fenced_texts(sent)
 
 
 def test_an_unknown_snippet_id_is_repaired_then_fails_the_item_with_its_problem(setup):
