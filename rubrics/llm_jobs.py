@@ -44,10 +44,11 @@ from llm.jobs import ItemFailed, ItemResult, JobError, current_item, job_launch,
 from llm.launchers import register_launcher
 from llm.models import Job, LLMModel, Provider
 from llm.prompts import load_prompt
+from llm.schemas import names, one_each
 
 from . import compiler
 from .models import STAGE_ORDER, Rubric, RubricVersion, Stage
-from .services import meta_ids, rubric_version_create
+from .services import meta_id_list, meta_ids, rubric_version_create
 
 BUILD = "rubrics.build"
 REFINE = "rubrics.refine"
@@ -70,7 +71,11 @@ class LayoutReply(_Reply):
 
 
 class Dropped(_Reply):
-    id: str = Field(min_length=1, description="The id of an input item or meta-insight.")
+    id: str = Field(
+        min_length=1,
+        description="The id of an input item or meta-insight.",
+        json_schema_extra=names("inputs"),
+    )
     reason: str = Field(min_length=1, description="Why it cannot be kept.")
 
 
@@ -82,20 +87,26 @@ class RebuildReply(_Reply):
 
 
 class SnippetVerdict(_Reply):
-    id: str = Field(min_length=1, description="A snippet id of the prompt.")
+    id: str = Field(
+        min_length=1, description="A snippet id of the prompt.", json_schema_extra=names("snippets")
+    )
     verdict: Literal["verified", "unsupported", "unreachable"]
     reason: str = Field(min_length=1)
 
 
 class PartialCoverage(_Reply):
-    id: str = Field(min_length=1, description="The id of a list or process item.")
+    id: str = Field(
+        min_length=1,
+        description="The id of a list or process item.",
+        json_schema_extra=names("items"),
+    )
     missing: str = Field(min_length=1)
 
 
 class AuditReply(_Reply):
     """The audit's notes structured: one verdict per snippet, and the items found partial."""
 
-    verdicts: list[SnippetVerdict]
+    verdicts: list[SnippetVerdict] = Field(json_schema_extra=one_each("snippets"))
     partial_coverage: list[PartialCoverage] = Field(default_factory=list)
 
 
@@ -297,6 +308,7 @@ async def _structured(
     template: str,
     schema: type[BaseModel],
     calls: list[CallResult],
+    ids: dict[str, list[str]],
     check: Check | None = None,
     **values: Any,
 ) -> BaseModel:
@@ -306,6 +318,7 @@ async def _structured(
         model,
         prompt=[prompt.render(**values)],
         schema=schema,
+        ids=ids,
         check=check,
         stage=template,
         template_name=prompt.name,
@@ -383,6 +396,7 @@ async def build(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
         "rubric_layout",
         LayoutReply,
         calls,
+        {"snippets": [s["id"] for s in snippets]},
         check=layout_problems,
         question=subject.question,
         entity=subject.entity,
@@ -490,6 +504,7 @@ async def refine(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict
         "rubric_audit_verdicts",
         AuditReply,
         calls,
+        {"snippets": snippet_ids, "items": [item["id"] for item in input_meta.get("items", [])]},
         check=audit_check,
         question=subject.question,
         entity=subject.entity,
@@ -535,6 +550,7 @@ async def refine(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict
         "rubric_rebuild",
         RebuildReply,
         calls,
+        {"snippets": [s["id"] for s in usable], "inputs": meta_id_list(input_meta)},
         check=superset_check,
         question=subject.question,
         entity=subject.entity,

@@ -667,10 +667,16 @@ def meta_items(meta: dict) -> list[dict]:
 
 
 def meta_ids(meta: dict) -> set[str]:
-    ids = set()
+    return set(meta_id_list(meta))
+
+
+def meta_id_list(meta: dict) -> list[str]:
+    """The ids of the items and meta-insights, in document order (each item, then its
+    meta-insights)."""
+    ids = []
     for item in meta_items(meta):
-        ids.add(item["id"])
-        ids.update(insight["id"] for insight in item.get("meta_insights", []) or [])
+        ids.append(item["id"])
+        ids.extend(insight["id"] for insight in item.get("meta_insights", []) or [])
     return ids
 
 
