@@ -94,10 +94,13 @@ def rubric_version_create(
     stage: str,
     made_by=None,
     made_by_model: str = "",
+    human_changes: list[dict[str, Any]] | None = None,
     now: datetime | None = None,
 ) -> RubricVersion:
     """A new LLM or imported version: validated (compiler.MetaRubricInvalid when not) and
-    compiled. Its parent is the rubric's latest version."""
+    compiled. Its parent is the rubric's latest version. `human_changes`: for a refinement
+    that follows a human round, what it did with each of that round's changes
+    (rubrics/human_changes.py, outcomes)."""
     now = now or timezone.now()
     if stage not in Stage.values or stage in (Stage.HUMAN_1, Stage.HUMAN_2):
         raise InvalidInput(f"stage must be an LLM stage or imported, not {stage!r}.", "stage")
@@ -125,6 +128,7 @@ def rubric_version_create(
         meta_rubric=meta.model_dump(mode="json"),
         made_by=made_by,
         made_by_model=made_by_model,
+        human_changes=human_changes,
         created_at=now,
         frozen_at=now,
     )
