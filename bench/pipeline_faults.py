@@ -28,7 +28,6 @@ Exit status 0 when that holds, 1 otherwise.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -44,72 +43,6 @@ sys.path.insert(0, str(REPO))
 MODEL = "gemini-faults"
 DOMAINS = ("food", "places", "animals", "objects", "plants")
 CLIENT_TIMEOUT_S = 2.0  # the gateway's timeout; a "timeout" fault answers after 2.5 s
-
-
-# ---------------------------------------------------------------------------------------------
-# The fake's answers: the demo provider's, sent as Gemini would send them.
-
-
-def _prompt_of(body: dict[str, Any]) -> str:
-    """The system text and the first user turn, as the demo provider reads a request (the
-    repair turns after it are left out: a repair gets the right answer anew)."""
-    system = " ".join(
-        part.get("text", "") for part in (body.get("systemInstruction") or {}).get("parts", [])
-    )
-    contents = body.get("contents") or [{}]
-    parts = [part.get("text", "") for part in contents[0].get("parts", []) if "text" in part]
-    return "\n".join(text for text in (system, *parts) if text)
-
-
-def _grounding_metadata(text: str, found: dict[str, Any]) -> dict[str, Any]:
-    """The demo's (uri, title) chunks and supported texts as Gemini's groundingMetadata."""
-    data = text.encode()
-    supports = []
-    for said, indices in found["supports"]:
-        start = data.find(said.encode())
-        supports.append(
-            {
-                "segment": {
-                    "startIndex": start,
-                    "endIndex": start + len(said.encode()),
-                    "text": said,
-                },
-                "groundingChunkIndices": indices,
-            }
-        )
-    return {
-        "groundingChunks": [
-            {"web": {"uri": uri, "title": title}} for uri, title in found["chunks"]
-        ],
-        "groundingSupports": supports,
-    }
-
-
-def pipeline_reply(recorded: Any) -> Any:
-    from llm import demo_provider
-    from tests.fake_llm import Reply
-
-    body = recorded.body
-    prompt = _prompt_of(body)
-    tools = json.dumps(body.get("tools", []))
-    if "googleSearch" in tools or "urlContext" in tools:
-        names = ("url_context",) if "urlContext" in tools else ("google_search",)
-        text, found = demo_provider.grounded_answer(prompt, names)
-        if "urlContext" in tools:
-            urls = [
-                {"retrievedUrl": url, "urlRetrievalStatus": status}
-                for url, status in found["url_statuses"]
-            ]
-            return Reply(text=text, url_context={"urlMetadata": urls})
-        return Reply(text=text, grounding=_grounding_metadata(text, found))
-    schema = (body.get("generationConfig") or {}).get("responseJsonSchema")
-    if not schema:
-        return Reply(text=demo_provider.free_text_answer(prompt))
-    build = demo_provider.ANSWERS.get(schema.get("title", ""))
-    answer = (
-        build(None, prompt) if build else demo_provider.from_json_schema(schema, prompt)  # type: ignore[arg-type]
-    )
-    return Reply(text=json.dumps(answer, ensure_ascii=False))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -396,7 +329,7 @@ def main() -> None:
     from llm.gateway import GatewaySettings
     from llm.models import LLMModel
     from llm.tasks import run_job_chunk
-    from tests.fake_llm import FAULTS, GEMINI_KEY, start_fake_llm
+    from tests.fake_llm import FAULTS, GEMINI_KEY, demo_reply, start_fake_llm
 
     modes = args.modes or list(FAULTS)
     unknown = [m for m in modes if m not in FAULTS]
@@ -405,7 +338,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     run_job_chunk.delay_on_commit = lambda job_id: None  # this process runs the chunks
     fake, server = start_fake_llm()
-    fake.responder = pipeline_reply
+    fake.responder = demo_reply
     # A client that gave up (a timeout) resets its connection: no traceback for each.
     server.handle_error = lambda request, address: None
     for mode in modes:

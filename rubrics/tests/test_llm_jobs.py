@@ -15,7 +15,7 @@ from llm.tests.conftest import Harness
 from rubrics import llm_jobs
 from rubrics.models import RubricCheck, RubricVersion, Stage
 from rubrics.tests.conftest import make_question
-from tests.fake_llm import FakeLLM, Reply, fake_llm, grounding_metadata  # noqa: F401
+from tests.fake_llm import FakeLLM, Reply, demo_reply, fake_llm, grounding_metadata  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -601,3 +601,56 @@ def test_build_recovers_from_rule_breaking_answers_and_caches_none(setup):
         assert "s999" not in row.raw_output
     for row in layouts.filter(outcome=Outcome.INVALID_OUTPUT):
         assert "s999" in row.raw_output and "unknown snippet" in row.error
+
+
+@pytest.mark.parametrize(
+    "mode, lost",
+    [
+        # The answer for h1 left out, and the edit undone in the items.
+        (
+            "drops_human_change",
+            'human_changes: no answer for h1 (edit of I1: "The beef is braised in Burgundy '
+            'wine."); carry each into the items and name the item, or drop it with a reason',
+        ),
+        # "carried", but I1 compiles to its text before the edit again.
+        (
+            "reverts_human_edit",
+            "human_changes[0]: h1 (edit of I1) is reverted: the rebuild compiles I1 to its text "
+            "before the reviser's edit; carry the edit or drop it with a reason",
+        ),
+    ],
+)
+def test_a_rebuild_losing_a_human_change_gets_repair_turns_naming_it_then_fails_with_it(
+    setup, mode, lost
+):
+    """Issue 21: refinement round 2 erased a human round unseen. A model that loses a change
+    (silently, or while saying it carried it) is told which change and what was lost, and the
+    item fails with that list when it keeps losing it."""
+    question = make_question()
+    human_round(refined_once(setup, question))
+    setup.fake.requests.clear()
+    setup.fake.responder = demo_reply  # answers that keep every rule, then broken as `mode`
+    setup.fake.inject(mode, rate=1.0)
+    job = llm_jobs.rubric_refine_launch(user=None, round=2)
+    drain(setup, job)
+    item = JobItem.objects.get(job=job)
+    assert item.status == ItemStatus.FAILED
+    assert lost in item.last_error
+    rebuilds = [
+        r.body
+        for r in setup.fake.requests
+        if "HumanChangeAnswer" in json.dumps(r.body.get("generationConfig", {}))
+    ]
+    assert len(rebuilds) == 3  # the answer and both repair turns
+    for repair in rebuilds[1:]:
+        assert lost in repair["contents"][-1]["parts"][0]["text"]
+    assert not RubricVersion.objects.filter(stage=Stage.LLM_REFINED_2).exists()
+    # Without the fault the same demo answers carry both changes.
+    setup.fake.faults.clear()
+    jobs.job_retry_failed(job_id=job.pk)
+    drain(setup, job)
+    second = RubricVersion.objects.get(rubric__question=question, stage=Stage.LLM_REFINED_2)
+    assert [(h["id"], h["outcome"]) for h in second.human_changes] == [
+        ("h1", "carried"),
+        ("h2", "carried"),
+    ]
