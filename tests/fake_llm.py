@@ -274,6 +274,7 @@ _MUTATIONS: dict[str, Callable[[str, Recorded], str]] = {
     "drops_human_change": lambda text, recorded: drop_human_change(text, recorded),
     "reverts_human_edit": lambda text, recorded: revert_human_edit(text, recorded),
 }
+MUTATING = tuple(_MUTATIONS)
 
 
 def _grounding_from(text: str, found: dict[str, Any]) -> dict[str, Any]:
