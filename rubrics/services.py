@@ -330,7 +330,12 @@ def _renew_claim(user, version_id: int, now: datetime) -> None:
 # an edit shows (it shows the version as the edit left it, with no second read): joined as a
 # column, cheaper than a second model instance.
 def drafts() -> RubricVersionQuerySet:
-    return RubricVersion.objects.annotate(parent_stage=F("parent__stage"))
+    # The parent's outcome of a human round's changes too (a human round 2 draft shows which
+    # of round 1's changes refinement 2 dropped, and marks the checks carrying the others):
+    # a column of the same join.
+    return RubricVersion.objects.annotate(
+        parent_stage=F("parent__stage"), parent_human_changes=F("parent__human_changes")
+    )
 
 
 _DRAFT = Prepared(lambda pk: drafts().filter(pk=pk), pk=int)
@@ -345,7 +350,10 @@ def draft_read(version_id: int) -> RubricVersion | None:
 _EDITABLE_ROW = Prepared(
     lambda version, pk: (
         RubricCheck.objects.select_related("version")
-        .annotate(parent_stage=F("version__parent__stage"))
+        .annotate(
+            parent_stage=F("version__parent__stage"),
+            parent_human_changes=F("version__parent__human_changes"),
+        )
         .filter(version_id=version, pk=pk)
     ),
     version=int,
@@ -405,6 +413,7 @@ def _editable_row(
     if row is None:
         raise NotFound("That check is not part of this rubric version.")
     row.version.parent_stage = row.parent_stage
+    row.version.parent_human_changes = row.parent_human_changes
     return row
 
 
@@ -664,6 +673,15 @@ def revision_complete(
 
 
 # --- reading the two sides ------------------------------------------------------------------
+
+
+def human_round_outcome(version: RubricVersion) -> list[dict[str, Any]] | None:
+    """What refinement round 2 did with the changes of human round 1, as this version shows it:
+    its own record (it is that refinement), or its parent's (it is the human round after it,
+    read by drafts()); None when neither follows a human round."""
+    if version.human_changes is not None:
+        return version.human_changes
+    return getattr(version, "parent_human_changes", None)
 
 
 def meta_items(meta: dict) -> list[dict]:
