@@ -331,6 +331,95 @@ def demo_reply(recorded: Recorded) -> Reply:
     return Reply(text=json.dumps(answer, ensure_ascii=False))
 
 
+def schema_answer(schema: dict[str, Any], values: dict[str, Any] | None = None) -> Any:
+    """An answer made from a JSON response schema alone, never from the prompt: what a model
+    that follows the schema but does not read ids out of prose would send.
+
+    Every property is given; a list has its minimum length (none when it may be empty); an
+    enum gives its first value, except in a list of fixed length n (minItems = maxItems = n)
+    whose elements have an enum of n values as their first such field: element i takes its
+    i-th value (the ids it must hold once each); a union its first branch that is not null;
+    a string a word that fits an id pattern (`<name>-<k>`, distinct within the answer); an
+    integer its minimum (or 1); a boolean true. `values` sets fields by name wherever they
+    are: what a model decides on content, which no schema says (never an id)."""
+    defs = schema.get("$defs", {})
+    fixed = values or {}
+    made = Counter[str]()
+
+    def resolve(node: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in node:
+            node = defs[node["$ref"].rsplit("/", 1)[-1]]
+        return node
+
+    def build(node: dict[str, Any], name: str, index: int | None) -> Any:
+        node = resolve(node)
+        if name in fixed:
+            return fixed[name]
+        if "const" in node:
+            return node["const"]
+        if "enum" in node:
+            return node["enum"][index % len(node["enum"])] if index is not None else node["enum"][0]
+        for union in ("anyOf", "oneOf"):
+            if union in node:
+                options = [o for o in node[union] if resolve(o).get("type") != "null"]
+                return build((options or node[union])[0], name, index)
+        kind = node.get("type")
+        if kind == "object":
+            answer, spent = {}, index is None
+            for key, sub in node.get("properties", {}).items():
+                takes = not spent and len(resolve(sub).get("enum", ())) == index_of_length[-1]
+                answer[key] = build(sub, key, index if takes else None)
+                spent = spent or takes
+            return answer
+        if kind == "array":
+            count = int(node.get("minItems", 0))
+            exact = count and node.get("maxItems") == count
+            index_of_length.append(count if exact else -1)
+            try:
+                return [
+                    build(node.get("items", {}), name, k if exact else None) for k in range(count)
+                ]
+            finally:
+                index_of_length.pop()
+        if kind == "integer":
+            return int(node.get("minimum", 1))
+        if kind == "number":
+            return float(node.get("minimum", 1))
+        if kind == "boolean":
+            return True
+        made[name] += 1
+        return re.sub(r"[^A-Za-z0-9_-]+", "-", f"{name}-{made[name]}")
+
+    index_of_length: list[int] = [-1]
+    return build(schema, "answer", None)
+
+
+def schema_only_reply(values: dict[str, Any] | None = None) -> Callable[[Recorded], Reply]:
+    """A responder that answers from the request's response schema alone (schema_answer); a
+    search with one generic grounded sentence, an audit with no URL read, free text with a
+    generic answer: no id, name or text is read out of the prompt."""
+
+    def reply(recorded: Recorded) -> Reply:
+        body = recorded.body
+        tools = json.dumps(body.get("tools", []))
+        if "googleSearch" in tools:
+            said = "A source says something about it."
+            return Reply(
+                text=said,
+                grounding=grounding_metadata([("A source", "source.example")], [(said, [0])]),
+            )
+        if "urlContext" in tools:
+            return Reply(text="The sources say what they say.", url_context={"urlMetadata": []})
+        schema = (body.get("generationConfig") or {}).get("responseJsonSchema")
+        if not schema and "response_format" in body:
+            schema = body["response_format"]["json_schema"]["schema"]
+        if not schema:
+            return Reply(text="An answer that says a little about it.")
+        return Reply(text=json.dumps(schema_answer(schema, values)))
+
+    return reply
+
+
 def grounding_metadata(
     sources: list[tuple[str, str]],
     supports: list[tuple[str, list[int]]],
