@@ -4,9 +4,10 @@ kind the fake has (issue 10, "Done when"). Run by hand, not by CI.
 On a small generated set (default 30 images) it runs, in order: generation (A.1), two
 annotators accepting each image's first candidate, the guard (A.2), rubric construction (A.3),
 refinement round 1 with its audit (A.4), a human round (each rubric's first check edited and a
-check added), refinement round 2, answer collection and judging. Each stage is estimated and launched through the same services as the console and
-`launch_job`; its chunks run in this process (the real chunk runner, gateway and google-genai
-client, talking to tests/fake_llm.py on loopback). The fake answers each call as the demo
+check added), refinement round 2, answer collection and judging. Each stage is estimated and
+launched through the same services as the console and `launch_job`; its chunks run in this
+process (the real chunk runner, gateway and google-genai client, talking to tests/fake_llm.py
+on loopback). The fake answers each call as the demo
 provider would (llm/demo_provider.py: answers that keep the method's rules), and --rate of the
 requests get each fault of tests/fake_llm.py's FAULTS (default 10% each: 429, 500/503,
 timeout, malformed JSON, schema-invalid JSON, connection reset, rule-breaking valid JSON,
