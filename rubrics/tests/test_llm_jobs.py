@@ -8,6 +8,7 @@ import json
 import pytest
 from django.utils import timezone
 
+from annotation.models import FinalQuestion
 from llm import jobs
 from llm.models import ItemStatus, JobItem, LLMModel
 from llm.tasks import run_job_chunk
@@ -581,6 +582,11 @@ def test_build_recovers_from_rule_breaking_answers_and_caches_none(setup):
     # About a third of the layouts break the compiler's rules (a duplicate item id, an
     # unknown snippet id): the repairs recover them, and no such answer is ever cached as ok.
     questions = [make_question(f"img-{n}") for n in range(6)]
+    # Six different requests, so that each goes out (not one answered from the cache for the
+    # others, however the items' timing falls) and the fake's draw of faults, made from each
+    # request's body, does not depend on that timing.
+    for n, question in enumerate(questions):
+        FinalQuestion.objects.filter(pk=question.pk).update(text=f"What is dish {n}?")
     layout = Reply(text=json.dumps({"items": [fact("I1", "s1"), garnish("s2", "s3")]}))
 
     def respond(recorded):
