@@ -137,8 +137,11 @@ def problems(changes: list[HumanChange], answers: list[Answer], document: dict) 
     )
 
 
+# The input's checks as the parent version holds them, then the human round's: I1 edited, H1
+# added, I2.item1 re-tiered, I2.item3 deleted.
+compiled_rows = [CheckRow(c.id, c.text, c.tier, source=c.source) for c in compiled(INPUT)]
 CHANGES = derive_changes(
-    compiled_rows := [CheckRow(c.id, c.text, c.tier, source=c.source) for c in compiled(INPUT)],
+    compiled_rows,
     [
         CheckRow("I1", "The beef is braised in Burgundy wine.", "answer_critical", source="I1"),
         CheckRow("H1", "It is a dish from Burgundy.", "valuable", added=True),
