@@ -346,8 +346,10 @@ class Gemini:
 
     @staticmethod
     def _generation(
-        config: ModelConfig, request: Request, schema: dict[str, Any] | None
+        config: ModelConfig, request: Request, *, with_schema: bool = True
     ) -> genai_types.GenerateContentConfig:
+        """The request's config; `with_schema=False` leaves its response schema out (the
+        config kept for requests with ids of their own, which put theirs into a copy)."""
         # Gemini refuses a JSON response type together with tools: a request has one or the
         # other (structured calls a schema, grounded calls their tools and free text).
         if request.tools:
@@ -360,7 +362,10 @@ class Gemini:
                 ]
             }
         elif request.schema is not None:
-            output = {"response_mime_type": "application/json", "response_json_schema": schema}
+            output = {
+                "response_mime_type": "application/json",
+                "response_json_schema": request.response_schema if with_schema else None,
+            }
         else:
             output = {}  # free text (call_text)
         return genai_types.GenerateContentConfig(
@@ -388,8 +393,9 @@ class Gemini:
         per_call = bool(request.ids)
         generation = self._generations.get(key)
         if generation is None:
-            schema = None if per_call else request.response_schema
-            generation = self._generations[key] = self._generation(config, request, schema)
+            generation = self._generations[key] = self._generation(
+                config, request, with_schema=not per_call
+            )
         if per_call:
             return generation.model_copy(update={"response_json_schema": request.response_schema})
         return generation
