@@ -39,6 +39,7 @@ from llm.jobs import (
 from llm.launchers import register_launcher
 from llm.models import ItemStatus, Job, JobItem, LLMModel
 from llm.prompts import Prompt, load_prompt
+from llm.schemas import names, one_each
 
 from .models import AuditEvent, Candidate, CandidateOrigin, CandidateStatus, FinalQuestion, Image
 from .services import final_question_promote, normalize_text
@@ -75,7 +76,7 @@ class GeneratedQuestions(BaseModel):
 
 
 class GuardVerdict(BaseModel):
-    id: int
+    id: int = Field(json_schema_extra=names("candidates"))
     passes_hard_requirements: bool
     stranger_test_pass: bool
     boilerplate: bool
@@ -87,8 +88,9 @@ class GuardVerdict(BaseModel):
 
 
 class GuardOutput(BaseModel):
-    verdicts: list[GuardVerdict]
-    selected: int | None
+    # The candidate ids of the call are in the schema sent (llm/schemas.py): one verdict each.
+    verdicts: list[GuardVerdict] = Field(json_schema_extra=one_each("candidates"))
+    selected: int | None = Field(json_schema_extra=names("candidates"))
     new_candidates: list[str] = Field(default_factory=list, max_length=MAX_QUESTIONS)
 
     @field_validator("new_candidates")
@@ -455,6 +457,7 @@ async def guard(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
         setup.model,
         prompt=[text, image.picture],
         schema=GuardOutput,
+        ids={"candidates": [pk for pk, _ in setup.candidates]},
         check=guard_check(frozenset(pk for pk, _ in setup.candidates)),
         stage=GUARD,
         template_name=setup.prompt.name,
