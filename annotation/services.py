@@ -682,6 +682,19 @@ def _resolve_pair(candidate: Candidate, first: Review, second: Review, *, now: d
 # --- adjudication -------------------------------------------------------------------------
 
 
+def adjudication_held(*, user, now: datetime | None = None) -> Claimed | None:
+    """The disputed candidate this adjudicator holds, read only (what a visit of the page
+    shows; adjudication_claim renews it, or takes the next)."""
+    now = now or timezone.now()
+    held = (
+        AdjudicationClaim.objects.filter(adjudicator=user, expires_at__gt=now)
+        .filter(candidate__in=Candidate.objects.adjudicable_by(user))
+        .select_related("candidate__image")
+        .first()
+    )
+    return Claimed(held.candidate, held.expires_at) if held else None
+
+
 def adjudication_claim(*, user, now: datetime | None = None) -> Claimed | None:
     """Reserve the next disputed candidate that this adjudicator did not review."""
     if not access.is_adjudicator(user):

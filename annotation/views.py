@@ -472,10 +472,17 @@ def my_work(request: HttpRequest) -> HttpResponse:
 # --- adjudicators -------------------------------------------------------------------------
 
 
-def _adjudication_context(request: HttpRequest, *, error=None, previous=None) -> dict:
-    claimed = services.adjudication_claim(user=request.user)
+def _adjudication_context(
+    request: HttpRequest, *, error=None, previous=None, claim: bool = True
+) -> dict:
+    """The adjudication panel; without `claim` (a GET) only the dispute held, as on /review/."""
+    if claim:
+        claimed = services.adjudication_claim(user=request.user)
+    else:
+        claimed = services.adjudication_held(user=request.user)
     context = {
         "claimed": claimed,
+        "claim_on_load": not claim and claimed is None,
         "candidate": None,
         "error": error,
         "previous": previous or {},
@@ -502,8 +509,19 @@ def _adjudication_context(request: HttpRequest, *, error=None, previous=None) ->
 
 
 @access.role_required(access.ADJUDICATOR)
+@require_http_methods(["GET", "POST"])
+@never_cache
 def adjudicate_page(request: HttpRequest) -> HttpResponse:
-    return render(request, "annotation/adjudicate.html", _adjudication_context(request))
+    """As the review page: GET shows the dispute held, POST claims the next."""
+    if request.method == "GET":
+        context = _adjudication_context(request, claim=False)
+        return render(request, "annotation/adjudicate.html", context)
+    context = _adjudication_context(request)
+    if request.htmx:
+        return render(request, "annotation/adjudicate.html#panel", context)
+    if context["claimed"] is not None:
+        return redirect("adjudicate")
+    return render(request, "annotation/adjudicate.html", context)
 
 
 @access.role_required(access.ADJUDICATOR)
@@ -539,6 +557,7 @@ def adjudicate_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
             f"Decision saved: “{adjudication.revised_text}” is a new candidate of the next round."
         )
     if not request.htmx:
+        services.adjudication_claim(user=request.user)  # the next, claimed in the POST
         messages.success(request, notice)
         return redirect("adjudicate")
     context = _adjudication_context(request)

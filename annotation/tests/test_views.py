@@ -187,7 +187,7 @@ def disputed(alice, bob, make_image):
 
 def test_adjudication_page_shows_both_reviews_and_a_diff(client, carol, disputed):
     login(client, carol)
-    body = client.get(reverse("adjudicate")).content.decode()
+    body = client.post(reverse("adjudicate"), follow=True).content.decode()
     assert "alice" in body and "bob" in body
     assert "<ins>dish is this, and how is it cooked?</ins>" in body or "<ins>" in body
     assert "Not research-intensive" in body and "too thin" in body
@@ -203,13 +203,13 @@ def test_adjudication_offers_accept_only_when_an_annotator_accepted(
         user=bob, candidate_id=c.pk, decision="revise", revised_text="Another question?"
     )
     login(client, carol)
-    body = client.get(reverse("adjudicate")).content.decode()
+    body = client.post(reverse("adjudicate"), follow=True).content.decode()
     assert 'value="accept"' not in body and 'value="discard"' in body
 
 
 def test_htmx_adjudication(client, carol, disputed):
     login(client, carol)
-    client.get(reverse("adjudicate"))
+    client.post(reverse("adjudicate"))
     response = client.post(
         reverse("adjudicate_submit", args=[disputed.pk]),
         {"decision": "accept", "seconds": "5"},

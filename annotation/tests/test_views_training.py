@@ -17,6 +17,9 @@ from annotation.tests.quality import GOLD_NOTE, draw, make_gold, set_rates
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
+# A visit of an audit page that shows drawn work (it no longer draws: a POST does).
+COUNT_AUDIT_PAGE = 5
+COUNT_ROUND_AUDIT_PAGE = 6
 
 
 def _panel_shape(html: str) -> str:
@@ -174,9 +177,11 @@ def test_the_audit_page_draws_shows_and_takes_a_verdict(
     _resolved(make_image, alice, bob, 4)
     set_rates(review_audit_rate=0.5)
     client.force_login(carol)
-    client.get(reverse("audit"))  # draws 2 + 2
+    client.get(reverse("audit"))  # a visit draws nothing: the page draws on load with a POST
+    assert not ReviewAudit.objects.exists()
+    client.post(reverse("audit"), **HTMX)  # draws 2 + 2
     assert ReviewAudit.objects.count() == 4
-    with django_assert_num_queries(10):
+    with django_assert_num_queries(COUNT_AUDIT_PAGE):
         page = client.get(reverse("audit"))
     html = page.content.decode()
     assert 'data-shortcuts="audit"' in html and 'data-key="o"' in html
@@ -224,10 +229,12 @@ def test_the_round_audit_page_and_the_flag_in_the_history(
         )
     set_rates(round_audit_rate=1.0)
     client.force_login(dave)
-    assert 'data-testid="empty"' in client.get(reverse("round_audit")).content.decode()
+    page = client.post(reverse("round_audit"), follow=True).content.decode()
+    assert 'data-testid="empty"' in page
     client.force_login(olga)
-    client.get(reverse("round_audit"))
-    with django_assert_num_queries(11):  # the checks of the round and of its parent: 2
+    client.post(reverse("round_audit"))  # draws
+    # the checks of the round and of its parent: 2
+    with django_assert_num_queries(COUNT_ROUND_AUDIT_PAGE):
         page = client.get(reverse("round_audit")).content.decode()
     assert "human round 1 by <strong>dave</strong>" in page
     assert "<del>Names the dish.</del> <ins>Names the dish as bourguignon.</ins>" in page

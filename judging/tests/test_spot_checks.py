@@ -113,7 +113,7 @@ def test_agreement_with_people(graded_world, root, dave):
 def test_grading_page_is_blind_and_keyboard_ready(client, graded_world, root, dave):
     spot_checks_draw(count=3, user=root, seed=1)
     client.force_login(dave)
-    page = client.get(reverse("spot_checks")).content.decode()
+    page = client.post(reverse("spot_checks"), follow=True).content.decode()
     assert 'data-testid="spot-check"' in page
     assert 'data-key="1"' in page and 'data-key="4"' in page
     assert "judge-a" not in page and "judge-b" not in page and "says" not in page
