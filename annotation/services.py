@@ -389,18 +389,19 @@ def _answer_with_key(user, key: uuid.UUID):
 
 
 def _same_answer(answer, *, decision, revised_text, reasons, comment) -> bool:
-    """Whether a repeated form carries the answer recorded under its key (the seconds are left
-    out: a form sent twice is timed twice)."""
-
-    def text(value) -> str:
-        return value.strip() if isinstance(value, str) else ""
-
-    wanted = sorted(set(reasons)) if isinstance(reasons, list | tuple) else reasons or []
-    return (
-        decision == answer.decision
-        and text(revised_text) == answer.revised_text
-        and wanted == sorted(answer.reasons)
-        and text(comment) == answer.comment
+    """Whether a repeated form carries the answer recorded under its key, read as the first
+    was read (the seconds are left out: a form sent twice is timed twice)."""
+    try:
+        revised = _clean_text(revised_text, "revised_text", required=False)
+        reasons = _clean_reasons(reasons)
+        comment = _clean_text(comment, "comment", required=False, limit=MAX_COMMENT)
+    except InvalidInput:
+        return False  # not what was recorded, which was read without a fault
+    return (decision, revised, reasons, comment) == (
+        answer.decision,
+        answer.revised_text,
+        list(answer.reasons),
+        answer.comment,
     )
 
 

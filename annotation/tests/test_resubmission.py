@@ -145,9 +145,12 @@ PAGES = {
 }
 
 
-@pytest.mark.parametrize("page", sorted(PAGES))
-def test_pages_of_live_work_are_never_kept_in_the_browsers_cache(client, page, alice, carol, dave):
-    client.force_login({"alice": alice, "carol": carol, "dave": dave}[PAGES[page]])
-    response = client.get(reverse(page))
+# Not "page": pytest-playwright's fixture of that name would make this a browser test.
+@pytest.mark.parametrize("address", sorted(PAGES))
+def test_pages_of_live_work_are_never_kept_in_the_browsers_cache(
+    client, address, alice, carol, dave
+):
+    client.force_login({"alice": alice, "carol": carol, "dave": dave}[PAGES[address]])
+    response = client.get(reverse(address))
     assert response.status_code == 200
     assert "no-store" in response["Cache-Control"]
