@@ -126,7 +126,13 @@ def test_grading_page_is_blind_and_keyboard_ready(client, graded_world, root, da
     assert spot.verdict == "meets" and spot.graded_by == dave
 
 
-def test_a_visit_claims_nothing_the_post_claims_with_its_token(graded_world, root, dave):
+# A visit of the grading page that shows the spot check held (measured; it claims nothing).
+SPOT_PAGE = 6
+
+
+def test_a_visit_claims_nothing_the_post_claims_with_its_token(
+    graded_world, root, dave, django_assert_num_queries
+):
     """Issue 22: GET /judging/spot-checks/ claimed the next spot check, so a link from another
     site could; now a visit reads what the grader holds, and the page claims with a POST."""
     from django.test import Client
@@ -144,7 +150,9 @@ def test_a_visit_claims_nothing_the_post_claims_with_its_token(graded_world, roo
     panel = strict.post(reverse("spot_checks"), HTTP_X_CSRFTOKEN=token, HTTP_HX_REQUEST="true")
     assert 'data-testid="spot-check"' in panel.content.decode() and "<html" not in str(panel)
     held = SpotCheck.objects.get(claimed_by=dave)
-    assert 'data-testid="spot-check"' in strict.get(reverse("spot_checks")).content.decode()
+    with django_assert_num_queries(SPOT_PAGE):  # the spot check held, shown
+        shown = strict.get(reverse("spot_checks")).content.decode()
+    assert 'data-testid="spot-check"' in shown
     assert SpotCheck.objects.get(claimed_by=dave) == held
     # Graded without JavaScript: the next one is claimed in that POST, shown by the redirect.
     graded = strict.post(
