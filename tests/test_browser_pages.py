@@ -76,6 +76,7 @@ def test_the_photo_zooms_to_the_screen_pans_and_esc_closes(make_image, alice, lo
     page = log_in("alice").page
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto("/review/")
+    expect(page.get_by_test_id("question")).to_be_visible()  # claimed on load (a POST)
     page.keyboard.press("z")
     overlay = page.locator("#photo-zoom")
     expect(overlay).to_be_visible()

@@ -5,6 +5,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from annotation import services
+from annotation.api import review_public_id
 from annotation.models import CandidateStatus, Review
 
 pytestmark = pytest.mark.django_db
@@ -88,7 +89,8 @@ def test_submit_201(as_user, alice, make_image):
     assert response.status_code == 201, response.content
     body = response.json()
     assert body["decision"] == "revise" and body["annotator"] == "alice"
-    assert Review.objects.get(pk=body["id"]).seconds == 30
+    review = Review.objects.get()
+    assert review.seconds == 30 and body["id"] == review_public_id(review)
 
 
 def test_submit_needs_no_claim(as_user, alice, bob, make_image):

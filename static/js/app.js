@@ -605,7 +605,7 @@
       note.hidden = false;
       note.className = "lease-warning";
       note.textContent = "Your hold on this candidate ends at " + at + ". Submit before " +
-        "then, or it goes back to the pool (reload the page to hold it again).";
+        "then, or it goes back to the pool.";
     }
     function expire() {
       note.hidden = false;
