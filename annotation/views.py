@@ -785,10 +785,13 @@ def question_correct(request: HttpRequest, question_id: int) -> HttpResponse:
 
 
 def _safe_next(request: HttpRequest) -> bool:
+    """Whether `next` is a path on this site. Only a path that starts with "/": redirect()
+    takes a bare word for a URL name (`next=id` raised NoReverseMatch) and a relative one
+    would land beneath the address that was posted to."""
     from django.utils.http import url_has_allowed_host_and_scheme
 
-    target = request.POST.get("next")
-    return bool(target) and url_has_allowed_host_and_scheme(
+    target = request.POST.get("next") or ""
+    return target.startswith("/") and url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     )
 
