@@ -85,3 +85,91 @@ def zip_with_bad_crc(name: str, data: bytes, others: dict[str, bytes] | None = N
     at = archive.index(data) + len(data) // 2
     archive[at] ^= 0xFF
     return bytes(archive)
+
+
+# --- CRAG-MM shards that are small on disk and huge decoded (Parquet bombs) ------------------
+# Written with values repeated through a dictionary (nothing large is ever held here but one
+# value) and compressed with zstd; without the Arrow schema in the file, so that a reader sees
+# plain strings and binaries, as in a shard from any writer.
+
+
+def _repeated(value, count: int, kind):
+    import pyarrow as pa
+
+    return pa.DictionaryArray.from_arrays(
+        pa.array([0] * count if count < 1000 else _zeros(count), type=pa.int8()),
+        pa.array([value], type=kind),
+    )
+
+
+def _zeros(count: int):
+    import numpy as np
+
+    return np.zeros(count, dtype=np.int8)
+
+
+def _crag_table(sessions: list[str], turns_per_row: int, image):
+    import pyarrow as pa
+
+    count = len(sessions) * turns_per_row
+    turn = pa.StructArray.from_arrays(
+        [
+            _repeated("i-0", count, pa.string()),
+            _repeated("animal", count, pa.string()),
+            _repeated("what is this?", count, pa.string()),
+        ],
+        names=["interaction_id", "domain", "query"],
+    )
+    offsets = pa.array([k * turns_per_row for k in range(len(sessions) + 1)], type=pa.int32())
+    return pa.table(
+        {
+            "session_id": pa.array(sessions),
+            "image": image,
+            "turns": pa.ListArray.from_arrays(offsets, turn),
+        }
+    )
+
+
+def crag_many_turns(path, turns: int = 4_000_000) -> None:
+    """One row holding `turns` turns: about 1.4 KB on disk, gigabytes as Python objects."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    image = pa.StructArray.from_arrays(
+        [pa.array([None], type=pa.binary()), pa.array([None], type=pa.string())],
+        names=["bytes", "path"],
+    )
+    table = _crag_table(["s-0"], turns, image)
+    pq.write_table(table, path, compression="zstd", store_schema=False)
+
+
+def crag_image_bombs(path, rows: int = 8, size: int = 64 * 1024 * 1024, *, shared: bool) -> None:
+    """`rows` rows whose image bytes are `size` zero bytes each: a few KB on disk. `shared`: one
+    row group whose rows all point at one dictionary value (the metadata counts it once);
+    else a row group per row, each value written out plainly and compressed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    blob = bytes(size)
+    sessions = [f"s-{k}" for k in range(rows)]
+
+    def images(count: int):
+        data = (
+            _repeated(blob, count, pa.binary())
+            if shared
+            else pa.array([blob] * count, type=pa.binary())
+        )
+        return pa.StructArray.from_arrays(
+            [data, pa.array([None] * count, type=pa.string())], names=["bytes", "path"]
+        )
+
+    if shared:
+        table = _crag_table(sessions, 1, images(rows))
+        pq.write_table(table, path, compression="zstd", store_schema=False)
+        return
+    first = _crag_table(sessions[:1], 1, images(1))
+    with pq.ParquetWriter(
+        path, first.schema, compression="zstd", use_dictionary=False, store_schema=False
+    ) as writer:
+        for session in sessions:
+            writer.write_table(_crag_table([session], 1, images(1)))
