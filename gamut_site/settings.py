@@ -237,9 +237,15 @@ IMPORT_MAX_MEMBERS = envint("IMPORT_MAX_MEMBERS", 20_000)  # entries in one zip
 # The manifest (and the CRAG-MM entities file) an upload may carry: read whole into memory, so
 # capped before a byte of it is read. 100,000 lines of a few hundred bytes fit.
 IMPORT_MAX_MANIFEST_BYTES = envint("IMPORT_MAX_MANIFEST_BYTES", 64 * 1024 * 1024)
-# Pillow's MAX_IMAGE_PIXELS (set from this at start-up): a larger image is refused unread, so a
-# small file that decodes to gigabytes (a decompression bomb) never does. Pillow's own default.
-IMAGE_MAX_PIXELS = envint("IMAGE_MAX_PIXELS", 89_478_485)
+# What an image may make a browser or a model decode, read from its header before a pixel is:
+# width x height x frames (Pillow's MAX_IMAGE_PIXELS is set from it at start-up, so a small
+# file that decodes to gigabytes never does), the longer side, the frames of an animation, and
+# the metadata it carries (ICC profile, EXIF, XMP, text). 50 million pixels is the largest
+# phone camera's photo.
+IMAGE_MAX_PIXELS = envint("IMAGE_MAX_PIXELS", 50_000_000)
+IMAGE_MAX_SIDE = envint("IMAGE_MAX_SIDE", 12_000)
+IMAGE_MAX_FRAMES = envint("IMAGE_MAX_FRAMES", 100)
+IMAGE_MAX_METADATA_BYTES = envint("IMAGE_MAX_METADATA_BYTES", 1024 * 1024)
 
 # Security.
 # Django's database sessions, read by a query compiled once (every request reads the session).

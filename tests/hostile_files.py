@@ -53,6 +53,57 @@ def png_header_only(width: int, height: int) -> bytes:
     )
 
 
+def png_blank(width: int, height: int) -> bytes:
+    """A whole, valid grey PNG of width x height pixels, all black: a few hundred KB on disk
+    for a 9459x9459 image (89 million pixels to decode). Compressed a row at a time, so the
+    pixels are never held here."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    pack = zlib.compressobj(9)
+    row = bytes(width + 1)  # filter byte 0, then the row's grey values
+    data = b"".join(pack.compress(row) for _ in range(height)) + pack.flush()
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", data) + chunk(b"IEND", b"")
+    )
+
+
+def webp_header_only(width: int, height: int) -> bytes:
+    """A lossless WebP that states width x height pixels in 30 bytes (the largest a WebP may
+    be is 16383 on a side): opening it reads the header only."""
+    bits = (width - 1) | ((height - 1) << 14)
+    payload = b"\x2f" + struct.pack("<I", bits) + bytes(5)
+    body = b"WEBP" + b"VP8L" + struct.pack("<I", len(payload)) + payload
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+def gif_frames(count: int, width: int = 100, height: int = 100) -> bytes:
+    """An animated GIF of `count` frames (each one pixel drawn on a width x height canvas):
+    about 23 bytes a frame, every frame a full canvas for whoever shows it."""
+    head = b"GIF89a" + struct.pack("<HH", width, height) + bytes([0xF0, 0, 0])
+    colors = bytes([0, 0, 0, 255, 255, 255])
+    loop = b"\x21\xff\x0bNETSCAPE2.0\x03\x01\x00\x00\x00"
+    frame = (
+        b"\x21\xf9\x04\x00\x01\x00\x00\x00"  # graphic control: 10 ms
+        + b"\x2c"
+        + struct.pack("<HHHH", 0, 0, 1, 1)
+        + b"\x00\x02\x02\x44\x01\x00"  # one pixel, LZW minimum code size 2
+    )
+    return head + colors + loop + frame * count + b"\x3b"
+
+
+def jpeg_with_icc(size: int) -> bytes:
+    """An 8x8 JPEG carrying an ICC profile of `size` bytes (split over APP2 markers, as a JPEG
+    holds up to about 16 MB of one)."""
+    buffer = io.BytesIO()
+    PILImage.new("RGB", (8, 8), (10, 20, 30)).save(buffer, format="JPEG", icc_profile=bytes(size))
+    return buffer.getvalue()
+
+
 def other_format(kind: str) -> bytes:
     buffer = io.BytesIO()
     PILImage.new("RGB", (8, 8), (1, 2, 3)).save(buffer, format=kind)

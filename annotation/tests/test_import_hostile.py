@@ -13,15 +13,20 @@ import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.core.management import call_command
+from PIL import Image as PILImage
 from rest_framework.test import APIClient
 
 from annotation.models import AuditEvent, Image, ImportBatch
 from conftest import png_bytes
 from tests.hostile_files import (
+    gif_frames,
     gif_js_polyglot,
+    jpeg_with_icc,
     other_format,
+    png_blank,
     png_header_only,
     png_html_polyglot,
+    webp_header_only,
     zip_bytes,
     zip_encrypted,
     zip_with_bad_crc,
@@ -198,13 +203,14 @@ def deep_json(depth: int) -> str:
         (
             [line("s1", "bomb.png")],
             {"bomb.png": png_header_only(30000, 30000)},
-            "line 1: image 'bomb.png' has more pixels than the limit of 89,478,485",
+            "line 1: image 'bomb.png' has more pixels than the limit of 50,000,000",
         ),
         # Between Pillow's warning and its error: the limit still holds.
         (
             [line("s1", "big.png")],
             {"big.png": png_header_only(10000, 10000)},
-            "line 1: image 'big.png' has more pixels than the limit",
+            "line 1: image 'big.png' is 10000x10000 pixels: 100,000,000 pixels for a browser "
+            "or a model to decode, over the limit of 50,000,000 (IMAGE_MAX_PIXELS)",
         ),
         ([deep_json(5000)], {}, "line 1: not valid JSON: nested deeper than the limit of 32"),
         ([deep_json(100)], {}, "line 1: nested deeper than the limit of 32 levels"),
@@ -713,3 +719,75 @@ def test_a_bad_entities_file_is_a_400_naming_its_line_not_a_500(
     assert answer.status_code == 400, answer.content[:500]
     assert any(error.startswith(message) for error in answer.json()["errors"]), answer.json()
     assert not Image.objects.exists()
+
+
+# --- images small on disk and huge to show (issue 22, section 4) ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda: png_blank(9459, 9459),
+            "image 'big.png' is 9459x9459 pixels: 89,472,681 pixels for a browser or a model "
+            "to decode, over the limit of 50,000,000 (IMAGE_MAX_PIXELS)",
+        ),
+        (
+            lambda: webp_header_only(16383, 5461),
+            "image 'big.png' is 16383x5461 pixels; its longer side may be at most 12,000 "
+            "(IMAGE_MAX_SIDE)",
+        ),
+        (
+            lambda: gif_frames(5000),
+            "image 'big.png' has 5,000 frames, over the limit of 100 (IMAGE_MAX_FRAMES)",
+        ),
+        (
+            lambda: gif_frames(90, 1000, 1000),
+            "image 'big.png' is 90 frames of 1000x1000 pixels: 90,000,000 pixels for a browser "
+            "or a model to decode, over the limit of 50,000,000 (IMAGE_MAX_PIXELS)",
+        ),
+        (
+            lambda: jpeg_with_icc(16_000_000),
+            "image 'big.png' carries 16,000,000 bytes of metadata (ICC profile, EXIF, XMP, "
+            "text), over the limit of 1,048,576 (IMAGE_MAX_METADATA_BYTES)",
+        ),
+    ],
+)
+def test_images_tiny_on_disk_and_huge_to_show_are_refused(root, make, message):
+    data = make()
+    assert len(data) < settings_file_cap()
+    response = api_import(root, line("s1", "big.png"), zip_bytes({"big.png": data}))
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"] == [f"line 1: {message}"]
+    assert nothing_written()
+
+
+def settings_file_cap() -> int:
+    from django.conf import settings
+
+    return settings.IMPORT_MAX_FILE_BYTES
+
+
+def test_images_within_the_caps_still_import(root):
+    files = {
+        "wide.png": png_blank(12000, 400),
+        "anim.gif": gif_frames(100, 200, 200),
+        "icc.jpg": jpeg_with_icc(500_000),
+    }
+    manifest = "\n".join(line(f"s-{k}", name) for k, name in enumerate(files))
+    response = api_import(root, manifest, zip_bytes(files))
+    assert response.status_code == 201, response.content
+    assert Image.objects.count() == 3
+
+
+def test_a_phone_mpo_counts_the_picture_browsers_show(root, settings):
+    """A phone's MPO holds a second picture that browsers never show: it is one frame."""
+    buffer = io.BytesIO()
+    first = PILImage.new("RGB", (30, 30), (1, 2, 3))
+    first.save(buffer, format="MPO", save_all=True, append_images=[first.copy()])
+    assert PILImage.open(io.BytesIO(buffer.getvalue())).n_frames == 2
+    settings.IMAGE_MAX_PIXELS = 1000  # one 30x30 frame fits; two would not
+    response = api_import(
+        root, line("s1", "phone.jpg"), zip_bytes({"phone.jpg": buffer.getvalue()})
+    )
+    assert response.status_code == 201, response.content
