@@ -72,7 +72,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
@@ -283,7 +283,7 @@ CONTENT_SECURITY_POLICY = {
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first: an unauthenticated script gets 401 with a WWW-Authenticate header.
-        "rest_framework.authentication.TokenAuthentication",
+        "core.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -297,12 +297,26 @@ REST_FRAMEWORK = {
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "EXCEPTION_HANDLER": "core.http.api_exception_handler",
 }
+# API tokens (django-rest-knox): only a hash of each is stored (SHA-512), so a copy of the
+# database opens no account. `manage.py api_token USERNAME` makes one and shows it once; it
+# lasts API_TOKEN_DAYS (0: until revoked). A token starts with "gamut_", so a leaked one is
+# recognisable.
+API_TOKEN_DAYS = envint("API_TOKEN_DAYS", 90)
+REST_KNOX = {
+    "TOKEN_TTL": timedelta(days=API_TOKEN_DAYS) if API_TOKEN_DAYS > 0 else None,
+    "TOKEN_PREFIX": "gamut_",
+    "AUTO_REFRESH": False,  # a request never writes: the expiry is fixed when it is made
+    "AUTH_HEADER_PREFIX": "Token",
+}
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "GAMUT review platform API",
     "DESCRIPTION": (
         "Question review for the GAMUT benchmark. Authenticate with a session (log in at /login/) "
-        "or with `Authorization: Token <key>` (an admin creates keys with "
-        "`python manage.py drf_create_token USERNAME`)."
+        "or with `Authorization: Token <token>`. An admin makes a token with `python manage.py "
+        "api_token USERNAME` (or in /admin/ -> Auth tokens -> Add); it is shown once, only its "
+        "hash is kept, and it lasts API_TOKEN_DAYS days (90 by default). `python manage.py "
+        "api_token USERNAME --revoke` ends every token of that person."
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
