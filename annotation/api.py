@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from core import access
 from core.http import ErrorSerializer, rendered
+from core.middleware import takes_upload
 
 from . import services
 from .importing import MAX_PROBLEMS_SHOWN, ImportProblems, import_from_upload, read_manifest
@@ -345,6 +346,7 @@ def image_detail(request: Request, source_id: str) -> Response:
         ),
     },
 )
+@takes_upload("IMPORT_MAX_TOTAL_BYTES", "IMPORT_MAX_MANIFEST_BYTES")
 @api_view(["POST"])
 @parser_classes([MultiPartParser])
 @access.role_required(access.ADMIN, message="Only admins import images.")

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 
 from core import access
 from core.http import ErrorSerializer, rendered
+from core.middleware import takes_upload
 from rubrics.models import RubricCheck
 from rubrics.services import version_diff
 
@@ -213,6 +214,7 @@ def training_change(request: Request, user_id: int) -> Response:
         ),
     },
 )
+@takes_upload("IMPORT_MAX_MANIFEST_BYTES")
 @api_view(["POST"])
 @parser_classes([MultiPartParser])
 @access.role_required(access.ADMIN, message="Only admins import gold items.")

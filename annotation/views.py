@@ -29,6 +29,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from core import access
 from core.errors import DomainError, TooLarge
 from core.http import refuse
+from core.middleware import takes_upload
 from judging.csv_export import csv_response
 from rubrics.models import Rubric, RubricVersion
 from rubrics.services import revision_queue
@@ -796,6 +797,7 @@ def _safe_next(request: HttpRequest) -> bool:
     )
 
 
+@takes_upload("IMPORT_MAX_TOTAL_BYTES", "IMPORT_MAX_MANIFEST_BYTES")
 @access.role_required(access.ADMIN)
 @require_http_methods(["GET", "POST"])
 def import_page(request: HttpRequest) -> HttpResponse:

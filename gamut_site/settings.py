@@ -93,6 +93,9 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Before anything reads the body: a large one from anyone who may not upload is refused
+    # by its Content-Length, unread (after the session: it asks who is sending).
+    "core.middleware.RequestSizeMiddleware",
     # Before CSRF and every view: no control character or runaway value gets further.
     "core.middleware.InputBoundaryMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -223,6 +226,8 @@ STORAGES = {
         else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
+# The largest body any address takes (core.middleware.RequestSizeMiddleware refuses a larger
+# one unread); the import and gold upload addresses take their caps below, from admins only.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
