@@ -342,7 +342,9 @@ def image_detail(request: Request, source_id: str) -> Response:
         400: ImportErrorsSerializer,
         403: ErrorSerializer,
         413: OpenApiResponse(
-            ErrorSerializer, description="the manifest is over IMPORT_MAX_MANIFEST_BYTES"
+            ErrorSerializer,
+            description="the manifest is over IMPORT_MAX_MANIFEST_BYTES, or the body over "
+            "the upload caps (or over 5 MB from anyone but an admin), refused unread",
         ),
     },
 )

@@ -210,7 +210,9 @@ def training_change(request: Request, user_id: int) -> Response:
         400: ImportErrorsSerializer,
         403: ErrorSerializer,
         413: OpenApiResponse(
-            ErrorSerializer, description="the file is over IMPORT_MAX_MANIFEST_BYTES"
+            ErrorSerializer,
+            description="the file is over IMPORT_MAX_MANIFEST_BYTES, or the body over the "
+            "upload caps (or over 5 MB from anyone but an admin), refused unread",
         ),
     },
 )

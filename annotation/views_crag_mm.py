@@ -117,7 +117,9 @@ def import_crag_mm_page(request: HttpRequest) -> HttpResponse:
         401: ErrorSerializer,
         403: ErrorSerializer,
         413: OpenApiResponse(
-            ErrorSerializer, description="the entities file is over IMPORT_MAX_MANIFEST_BYTES"
+            ErrorSerializer,
+            description="the entities file is over IMPORT_MAX_MANIFEST_BYTES, or the body "
+            "over the upload caps (or over 5 MB from anyone but an admin), refused unread",
         ),
     },
 )

@@ -52,8 +52,8 @@ from django.contrib.auth.models import Group, User  # noqa: E402
 from django.db import IntegrityError, connection, transaction  # noqa: E402
 from django.db.models import ProtectedError, RestrictedError  # noqa: E402
 from django.utils import timezone  # noqa: E402
-from PIL import Image as PILImage  # noqa: E402
 from knox.models import AuthToken  # noqa: E402
+from PIL import Image as PILImage  # noqa: E402
 
 from annotation.models import (  # noqa: E402
     REASON_KEYS,
