@@ -108,3 +108,19 @@ def test_tokens_made_before_the_move_keep_working_and_lose_their_plain_copy(alic
     finally:
         with connection.cursor() as cursor:
             cursor.execute("DROP TABLE authtoken_token")
+
+
+def test_an_admin_makes_a_token_in_the_admin_and_sees_it_once(client, root, alice):
+    root.is_superuser = True
+    root.save()
+    client.force_login(root)
+    response = client.post(
+        "/admin/knox/authtoken/add/",
+        {"user": alice.pk, "expiry_0": "", "expiry_1": ""},
+        follow=True,
+    )
+    assert response.status_code == 200
+    messages = [m.message for m in response.context["messages"]]
+    (token,) = [m.removeprefix("TOKEN ") for m in messages if m.startswith("TOKEN ")]
+    assert token.startswith("gamut_") and claim(token) != 401
+    assert token not in every_text_in_the_database()
