@@ -18,6 +18,7 @@ from rest_framework.response import Response
 
 from core import access
 from core.http import ErrorSerializer, rendered
+from core.middleware import takes_upload
 
 from . import services
 from .importing import MAX_PROBLEMS_SHOWN, ImportProblems, import_from_upload, read_manifest
@@ -375,10 +376,13 @@ def image_detail(request: Request, source_id: str) -> Response:
         400: ImportErrorsSerializer,
         403: ErrorSerializer,
         413: OpenApiResponse(
-            ErrorSerializer, description="the manifest is over IMPORT_MAX_MANIFEST_BYTES"
+            ErrorSerializer,
+            description="the manifest is over IMPORT_MAX_MANIFEST_BYTES, or the body over "
+            "the upload caps (or over 5 MB from anyone but an admin), refused unread",
         ),
     },
 )
+@takes_upload("IMPORT_MAX_TOTAL_BYTES", "IMPORT_MAX_MANIFEST_BYTES")
 @api_view(["POST"])
 @parser_classes([MultiPartParser])
 @access.role_required(access.ADMIN, message="Only admins import images.")

@@ -30,6 +30,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from core import access
 from core.errors import DomainError, TooLarge
 from core.http import refuse
+from core.middleware import takes_upload
 from judging.csv_export import csv_response
 from rubrics.models import Rubric, RubricVersion
 from rubrics.services import revision_queue
@@ -842,14 +843,18 @@ def question_correct(request: HttpRequest, question_id: int) -> HttpResponse:
 
 
 def _safe_next(request: HttpRequest) -> bool:
+    """Whether `next` is a path on this site. Only a path that starts with "/": redirect()
+    takes a bare word for a URL name (`next=id` raised NoReverseMatch) and a relative one
+    would land beneath the address that was posted to."""
     from django.utils.http import url_has_allowed_host_and_scheme
 
-    target = request.POST.get("next")
-    return bool(target) and url_has_allowed_host_and_scheme(
+    target = request.POST.get("next") or ""
+    return target.startswith("/") and url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     )
 
 
+@takes_upload("IMPORT_MAX_TOTAL_BYTES", "IMPORT_MAX_MANIFEST_BYTES")
 @access.role_required(access.ADMIN)
 @require_http_methods(["GET", "POST"])
 def import_page(request: HttpRequest) -> HttpResponse:

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from core import access
 from core.errors import DomainError, TooLarge
 from core.http import refuse
+from core.middleware import takes_upload
 from rubrics.services import version_diff
 
 from . import audits, gold
@@ -116,6 +117,7 @@ def training_rows() -> list[dict]:
     return rows
 
 
+@takes_upload("IMPORT_MAX_MANIFEST_BYTES")
 @access.role_required(access.ADMIN)
 @require_http_methods(["GET", "POST"])
 def training_page(request: HttpRequest) -> HttpResponse:

@@ -39,6 +39,7 @@ from google.genai import types as genai_types
 from pydantic import BaseModel
 
 from .models import LLMModel, Outcome, Provider
+from .parameters import parameter_problems
 from .ratelimit import Limits
 from .schemas import IdSets, response_schema
 
@@ -92,6 +93,13 @@ class ModelConfig:
     requests_per_minute: int = 0
     tokens_per_minute: int = 0
     active: bool = True
+
+    def __post_init__(self) -> None:
+        # The parameters go into the client as keyword arguments: only generation settings
+        # (llm/parameters.py), whatever wrote the row, so the endpoint is the environment's.
+        problems = parameter_problems(self.provider, self.parameters)
+        if problems:
+            raise GatewayError(f"model {self.name!r}: " + " ".join(problems))
 
     @classmethod
     def of(cls, model: LLMModel | ModelConfig) -> ModelConfig:

@@ -147,3 +147,23 @@ def test_import_shows_progress_resets_on_failure_and_refreshes_the_list(root, lo
     )
     expect(page.locator("#upload-progress")).to_be_hidden()  # reset, not stuck at 100%
     expect(page.get_by_test_id("recent-imports")).to_contain_text("None yet.")
+
+
+def test_an_upload_over_the_import_caps_says_why_and_that_retrying_will_not_help(
+    root, log_in, tmp_path, settings
+):
+    """The server refuses it by its size, unread (core.middleware.RequestSizeMiddleware);
+    the page says what the limit is, not "press Retry"."""
+    settings.IMPORT_MAX_TOTAL_BYTES = settings.IMPORT_MAX_MANIFEST_BYTES = 0
+    page = log_in("root").page
+    page.goto("/import/")
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_bytes(b"\n" * (17 * 1024 * 1024))
+    page.get_by_label("Manifest").set_input_files(str(manifest))
+    page.get_by_role("button", name="Import").click()
+    expect(page.locator(".request-error")).to_contain_text(
+        "Too large to send, so nothing was saved: The upload is 17.0 MB, over the 16.0 MB "
+        "this import takes (IMPORT_MAX_TOTAL_BYTES + IMPORT_MAX_MANIFEST_BYTES); split it "
+        "into smaller imports. It was refused unread. Retrying the same files will be "
+        "refused again."
+    )

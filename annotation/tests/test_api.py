@@ -1,7 +1,7 @@
 """The API contract as scripts use it, the refusals for every role, and blind review."""
 
 import pytest
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from annotation import services
@@ -17,7 +17,7 @@ def as_user():
         client = APIClient()
         if user is not None:
             if token:
-                key = Token.objects.create(user=user).key
+                _, key = AuthToken.objects.create(user=user)
                 client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
             else:
                 client.force_authenticate(user)
