@@ -4,6 +4,7 @@ FROM python:3.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
     STATIC_ROOT=/app/staticfiles MEDIA_ROOT=/data/media GAMUT_VAR_DIR=/data/var
 WORKDIR /app
+# The runtime lock only: the developer tools (requirements-dev.lock) stay out of the image.
 COPY requirements.lock .
 RUN pip install --no-cache-dir --disable-pip-version-check --require-hashes -r requirements.lock
 COPY . .
