@@ -29,13 +29,18 @@ REPO = Path(settings.BASE_DIR)
 @pytest.fixture
 def console() -> Iterator[io.StringIO]:
     """What settings.LOGGING's console handler writes (its filter and format as configured)."""
-    handler = next(h for h in logging.getLogger().handlers if h.name == "console")
+    root = logging.getLogger()
+    handler = next(h for h in root.handlers if h.name == "console")
     stream = io.StringIO()
-    saved = handler.setStream(stream)
+    saved, level = handler.setStream(stream), root.level
+    # At LOG_LEVEL's default: a library run by an earlier test in this process (inspect_ai's
+    # eval) may have raised the root's level.
+    root.setLevel(logging.INFO)
     try:
         yield stream
     finally:
         handler.setStream(saved)
+        root.setLevel(level)
 
 
 @pytest.fixture
