@@ -87,7 +87,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: the forwarded headers of anyone but our proxies are gone before anything reads them.
+    # Outermost: it sees every response, to tell gunicorn's access log the client and the user.
+    "gamut_site.logs.access_log_middleware",
+    # Then: the forwarded headers of anyone but our proxies are gone before anything reads them.
     "gamut_site.proxies.forwarded_headers_middleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -367,12 +369,25 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# The web, the worker and beat log alike (gamut_site/celery.py hands Celery this too): time,
+# level, logger, then who asked for a request's lines (a 500 names its user) or the job of a
+# worker's task (gamut_site/logs.py). The access log is gunicorn's (deploy/gunicorn.conf.py).
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"context": {"()": "gamut_site.logs.LogContext"}},
+    "formatters": {
+        "line": {"format": "%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s"}
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["context"], "formatter": "line"}
+    },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        # One INFO line for every model call (thousands a minute in a job): the ledger has them.
+        "httpx": {"level": "WARNING"},
+    },
 }
 
 # LLM gateway (llm/gateway.py). Keys and addresses come from the environment; the base URLs are

@@ -20,6 +20,7 @@ the method's rules, see break_rules) and "ignores_ids" (ids the prompt never gav
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -789,7 +790,7 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up (a timeout test): nothing to answer
 
 
-def start_fake_llm() -> tuple[FakeLLM, ThreadingHTTPServer]:
+def start_fake_llm(port: int = 0) -> tuple[FakeLLM, ThreadingHTTPServer]:
     handler = type("FakeHandler", (_Handler,), {})
     # The default listen backlog (5) drops connections when a chunk opens many at once.
     server_class = type(
@@ -797,7 +798,7 @@ def start_fake_llm() -> tuple[FakeLLM, ThreadingHTTPServer]:
         (ThreadingHTTPServer,),
         {"request_queue_size": max(ThreadingHTTPServer.request_queue_size, 128)},
     )
-    server = server_class(("127.0.0.1", 0), handler)
+    server = server_class(("127.0.0.1", port), handler)
     server.daemon_threads = True
     fake = FakeLLM(base_url=f"http://127.0.0.1:{server.server_address[1]}")
     handler.fake = fake
@@ -817,3 +818,30 @@ def fake_llm() -> Iterator[FakeLLM]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def main() -> None:
+    """`python -m tests.fake_llm --port N --text TEXT`: the fake on its own, for a deployment
+    driven from outside the tests (.ci/deploy_check.sh): every request gets TEXT as the model's
+    answer, until SIGTERM or Ctrl-C. Keys: GEMINI_KEY and OPENAI_KEY above."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
+    parser.add_argument("--port", type=int, required=True, help="loopback port to listen on")
+    parser.add_argument("--text", default="{}", help="the model's answer to every request")
+    args = parser.parse_args()
+    fake, server = start_fake_llm(args.port)
+    fake.default = Reply(text=args.text)
+    print(f"fake LLM server at {fake.base_url}", flush=True)
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    with contextlib.suppress(KeyboardInterrupt):
+        stopped.wait()
+    server.shutdown()
+    server.server_close()
+    print(f"fake LLM server answered {len(fake.requests)} request(s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
