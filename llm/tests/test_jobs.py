@@ -50,8 +50,12 @@ def sent(monkeypatch) -> Sent:
     def delay_on_commit(job_id: int) -> None:
         transaction.on_commit(lambda: calls.append(job_id))
 
-    def apply_async(args: tuple[int], countdown: float) -> None:
-        calls.later.append((args[0], countdown))
+    def apply_async(args: tuple[int], countdown: float | None = None, **options) -> None:
+        # A worker's sends go at once (a chunk's successor, the sweep's); a countdown later.
+        if countdown is None:
+            calls.append(args[0])
+        else:
+            calls.later.append((args[0], countdown))
 
     monkeypatch.setattr(run_job_chunk, "delay_on_commit", delay_on_commit)
     monkeypatch.setattr(run_job_chunk, "apply_async", apply_async)
@@ -345,7 +349,8 @@ def test_the_first_chunk_task_of_a_process_freezes_the_loaded_heap_once(sent, mo
         assert gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()  # the rest of the test session collects as before
-    assert claimed == [5, 5]
+    # The first chunk claimed the rest as its slots freed up; the second found nothing left.
+    assert claimed == [10, 0]
     job.refresh_from_db()
     assert (job.status, job.items_done) == (JobStatus.DONE, 10)
 
@@ -461,16 +466,20 @@ def test_retry_resumes_a_job_waiting_for_quota(sent):
 def test_sweep_requeues_expired_leases_and_restarts_stalled_jobs(
     sent, django_capture_on_commit_callbacks
 ):
-    job = launch("test.echo", 7)
+    job = launch("test.echo", 7)  # two chunks' worth: the job runs two chunks at once
     now = timezone.now()
     claim = jobs.item_claim_chunk(job_id=job.pk, now=now)
     assert claim
     sent.clear()
-    assert jobs.jobs_sweep(now=now)["enqueued"] == 0  # a live lease: its chunk will go on
+    # One chunk runs of the two the job runs at once (its message was lost): one more is sent.
+    assert jobs.jobs_sweep(now=now)["enqueued"] == 1 and sent == [job.pk]
+    assert jobs.item_claim_chunk(job_id=job.pk, now=now)
+    sent.clear()
+    assert jobs.jobs_sweep(now=now)["enqueued"] == 0  # two live chunks: they will go on
     later = now + timedelta(seconds=settings.LLM_JOB_LEASE_SECONDS + 1)
     with django_capture_on_commit_callbacks(execute=True):
         counts = jobs.jobs_sweep(now=later)
-    assert (counts["requeued"], counts["enqueued"]) == (5, 1)
+    assert (counts["requeued"], counts["enqueued"]) == (7, 1)
     assert sent == [job.pk] * 2  # two chunks' worth of pending items
     assert JobItem.objects.filter(job=job, status=ItemStatus.PENDING).count() == 7
 
