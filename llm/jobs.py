@@ -502,7 +502,7 @@ def job_progress(job: Job, *, failures: int = 20) -> dict[str, Any]:
         "lost": held["lost"],
         "lost_until": held["lost_until"],
         "chunks": held["chunks"],
-        "pace": job.pace or {},
+        "pace": _pace_words(job.pace or {}),
         "percent": _percent(job.items_total - job.items_remaining, job.items_total),
         "tokens_in": job.tokens_in,
         "tokens_out": job.tokens_out,
@@ -517,6 +517,19 @@ def job_progress(job: Job, *, failures: int = 20) -> dict[str, Any]:
             .order_by("-finished_at", "-pk")
             .values("key", "last_error", "attempts")[:failures]
         ),
+    }
+
+
+def _pace_words(stored: dict[str, Any]) -> dict[str, Any]:
+    """The stored pace as the console says it: chunks, requests in flight each, and for a
+    limited model the requests a minute allowed and the seconds an answer took."""
+    if not stored.get("chunks"):
+        return {}
+    return {
+        "chunks": stored["chunks"],
+        "slots": stored.get("slots", 0),
+        "per_minute": round(float(stored.get("rate") or 0) * 60),
+        "latency_s": float(stored.get("latency_s") or 0),
     }
 
 
