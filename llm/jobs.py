@@ -1191,6 +1191,7 @@ class _Turn:
         loop = asyncio.get_running_loop()
         beat = heartbeat_seconds()
         renew_at = loop.time() + beat
+        failing_since: float | None = None
         while True:
             await asyncio.sleep(min(PACE_EVERY_S, beat))
             try:
@@ -1200,8 +1201,18 @@ class _Turn:
                     renew_at = loop.time() + beat
             except DatabaseError as exc:
                 # A missed beat: the lease still has most of its time to go. Try again soon.
-                log.warning("job %s: a chunk's heartbeat failed: %s", self.job_id, exc)
+                if failing_since is None:
+                    failing_since = loop.time()
+                    log.warning("job %s: a chunk's heartbeat failed: %s", self.job_id, exc)
                 renew_at = loop.time() + min(1.0, beat)
+                continue
+            if failing_since is not None:
+                log.warning(
+                    "job %s: a chunk's heartbeat goes on after %.1f s",
+                    self.job_id,
+                    loop.time() - failing_since,
+                )
+                failing_since = None
 
     async def _keep_pace(self) -> None:
         assert self.gateway is not None

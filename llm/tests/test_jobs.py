@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -543,10 +544,14 @@ def start_worker(
     log_path: Path,
     name: str,  # noqa: F811 (a value here)
     database_url: str = "",
+    processes: int = 0,
+    queues: str = "",
     **env_extra: str,
 ) -> subprocess.Popen:
     """tests/test_worker.py's worker, importing the test kinds (`-I`), with extra settings,
-    on the test database (or `database_url`)."""
+    on the test database (or `database_url`): one process (the solo pool), or with
+    `processes` a prefork pool of that many, as production runs it. The worker leads a process
+    group of its own, so a test can kill it whole (os.killpg), as a container is killed."""
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env.update(
         DJANGO_SETTINGS_MODULE="gamut_site.settings",
@@ -565,21 +570,32 @@ def start_worker(
                 "-A",
                 "gamut_site",
                 "worker",
-                "--pool=solo",
+                *(
+                    ["--pool=prefork", f"--concurrency={processes}"]
+                    if processes
+                    else ["--pool=solo"]
+                ),
                 "-I",
                 "llm.tests.job_kinds",
                 "--loglevel=WARNING",
                 "--without-heartbeat",
                 "--without-gossip",
                 "--without-mingle",
+                *(["-Q", queues] if queues else []),
                 "-n",
-                f"{name}-{os.getpid()}@%h",
+                worker_name(name),
             ],
             cwd=REPO,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
+
+
+def worker_name(name: str) -> str:
+    """The node name start_worker gives a worker (control commands address it by it)."""
+    return f"{name}-{os.getpid()}@{socket.gethostname()}"
 
 
 def wait_for(job: Job, condition: Callable[[Job], bool], timeout: float, log_path: Path) -> None:

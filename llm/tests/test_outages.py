@@ -25,14 +25,23 @@ import httpx
 import pytest
 import redis
 from django.conf import settings
-from django.db import connection
+from django.db import OperationalError, connection, connections
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from pydantic import BaseModel
 
+from core.http import DATABASE_UNAVAILABLE
 from llm import jobs
 from llm.models import ItemStatus, Job, JobItem, JobStatus, LedgerEntry
-from llm.tests.test_jobs import assert_counters_match_rows, start_beat, start_worker, wait_for
+from llm.tests.conftest import GEMINI
+from llm.tests.test_jobs import (
+    assert_counters_match_rows,
+    start_beat,
+    start_worker,
+    wait_for,
+    worker_name,
+)
 from tests.fake_llm import GEMINI_KEY, FakeLLM, Reply, fake_llm  # noqa: F401 (fixture)
 from tests.processes import child_database_url
 from tests.test_worker import celery_app, free_port, redis_server_binary, stop  # noqa: F401
@@ -41,6 +50,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 REPO = Path(settings.BASE_DIR)
 ANSWER = '{"answer": "yes"}'
+
+
+class Answer(BaseModel):
+    answer: str
 
 
 class RedisServer:
@@ -128,6 +141,75 @@ def longest_gap(times: list[datetime]) -> float:
     return max(((b - a).total_seconds() for a, b in pairs), default=0.0)
 
 
+# --- in this process --------------------------------------------------------------------------
+
+
+def test_a_database_that_does_not_answer_is_a_503_with_the_apis_body_or_a_plain_page(root):
+    """The database unreachable (SQLite: its file cannot be opened; PostgreSQL: nothing
+    listens at its address) for a signed-in person: the API answers 503 with its JSON error
+    body and Retry-After, a page 503 in plain words, neither Django's 500 page."""
+    client = Client(raise_request_exception=False)
+    client.force_login(root)
+    db = connections["default"]
+    saved = dict(db.settings_dict)
+    db.close()
+    if db.vendor == "sqlite":
+        db.settings_dict["NAME"] = "/nonexistent-gamut-dir/gamut.sqlite3"
+    else:
+        db.settings_dict.update(HOST="127.0.0.1", PORT=str(free_port()))
+    try:
+        api = client.get(reverse("api_jobs"))
+        page = client.get(reverse("jobs"))
+    finally:
+        db.close()
+        db.settings_dict.update(saved)
+    assert api.status_code == 503 and api["Content-Type"] == "application/json"
+    assert api.json() == {"detail": DATABASE_UNAVAILABLE} and api["Retry-After"] == "5"
+    assert page.status_code == 503 and "briefly unavailable" in page.content.decode()
+    assert "OperationalError" not in page.content.decode()
+
+
+RERUN_KIND = "test.rerun"
+_raised: set[str] = set()
+
+
+async def writes_back_once_too_soon(gateway, payload):
+    """A fresh call, then the stage's own write of its result meets a database outage the
+    first time (as apply_generation would while PostgreSQL restarts)."""
+    context = jobs.current_item.get()
+    call = await gateway.call_structured(
+        GEMINI,
+        prompt=[f"Item {payload['n']}."],
+        schema=Answer,
+        stage="rerun-test",
+        fresh=True,
+        job_id=context.job_id,
+    )
+    if context.key not in _raised:
+        _raised.add(context.key)
+        raise OperationalError("server closed the connection unexpectedly")
+    return jobs.ItemResult.of_calls({"answer": call.output.answer}, call)
+
+
+@pytest.mark.usefixtures("sent")
+def test_an_item_whose_own_write_meets_an_outage_runs_again_without_calling_again(harness):
+    jobs.register_kind(RERUN_KIND, writes_back_once_too_soon, chunk_size=5, concurrency=5)
+    _raised.clear()
+    harness.fake.default = Reply(text=ANSWER, prompt_tokens=100, output_tokens=20)
+    try:
+        job = jobs.job_launch(kind=RERUN_KIND, items=llm_items(5))
+        harness.drain(job)
+    finally:
+        jobs._registry.pop(RERUN_KIND, None)
+    # Each item ran twice in its chunk, its one call made once: the second run was given the
+    # answer (and the cost) of the first, for a job of fresh calls too.
+    assert _raised == {key for key, _ in llm_items(5)}
+    assert (job.items_done, job.items_failed) == (5, 0)
+    assert len(harness.fake.requests) == LedgerEntry.objects.filter(job_id=job.pk).count() == 5
+    assert (job.tokens_in, job.tokens_out) == (500, 100)
+    assert set(JobItem.objects.filter(job=job).values_list("attempts", flat=True)) == {1}
+
+
 # --- Redis -----------------------------------------------------------------------------------
 
 
@@ -186,33 +268,43 @@ def running_tokens(job: Job) -> set[str]:
 
 
 def test_a_killed_worker_delays_only_its_own_items(celery_app, redis_url, tmp_path, root):
-    """Two workers, one SIGKILLed mid-job, with the default lease and sweep: the other worker
-    finishes every other item at once; the job page says how many items wait for the lost
-    worker's lease and until when; they run again after it, once more each, and nothing
-    else runs twice or fails."""
+    """A worker of four processes runs all four chunks of a job and is SIGKILLed whole (as a
+    container is), with the default lease and sweep; another worker stands by, idle. The
+    other worker takes the job's other items within seconds, without waiting for the lost
+    leases; the job page says how many items wait for them and until when; those run again
+    once their lease ran out, once more each, and nothing else runs twice or fails."""
     log_path = tmp_path / "worker.log"
-    doomed = start_worker(redis_url, log_path, "doomed")
-    survivor = start_worker(redis_url, log_path, "survivor")
+    doomed = start_worker(redis_url, log_path, "doomed", processes=4)
+    # The survivor listens to a queue of its own until the doomed worker holds the job's four
+    # chunks, then to the tasks' queue too: idle, with nothing of the job's.
+    survivor = start_worker(redis_url, log_path, "survivor", queues="standby")
     beat = start_beat(redis_url, log_path, tmp_path / "celerybeat-schedule")
-    n = 120
+    n = 300
     try:
         deadline = time.monotonic() + 90
         while len(celery_app.control.ping(timeout=1)) < 2:  # both workers up
             assert time.monotonic() < deadline, log_path.read_text()
         job = jobs.job_launch(
-            kind="test.echo", items=[(f"img-{i:03d}", {"n": i, "sleep": 1}) for i in range(n)]
+            kind="test.echo",
+            items=[(f"img-{i:03d}", {"n": i, "sleep": 0.5}) for i in range(n)],
         )
-        wait_for(job, lambda j: len(running_tokens(j)) == 2, 60, log_path)  # one chunk each
-        os.kill(doomed.pid, signal.SIGKILL)
+        wait_for(job, lambda j: len(running_tokens(j)) == 4, 60, log_path)
+        added = celery_app.control.add_consumer(
+            celery_app.conf.task_default_queue,
+            destination=[worker_name("survivor")],
+            reply=True,
+            timeout=10,
+        )
+        assert added, log_path.read_text()
+        os.killpg(doomed.pid, signal.SIGKILL)
         killed_at, killed_wall = time.monotonic(), timezone.now()
         doomed.wait()
-        # Within two heartbeats the dead chunk is told from the live one: its items are lost.
-        wait_for(job, lambda j: jobs.job_progress(j)["lost"] > 0, 20, log_path)
-        stale = JobItem.objects.filter(
-            job=job, status=ItemStatus.RUNNING, lease_until__lt=jobs._fresh_after(timezone.now())
+        held = set(
+            JobItem.objects.filter(job=job, status=ItemStatus.RUNNING).values_list("pk", flat=True)
         )
-        held = set(stale.values_list("pk", flat=True))
-        lease_end = max(stale.values_list("lease_until", flat=True))
+        lease_end = max(JobItem.objects.filter(pk__in=held).values_list("lease_until", flat=True))
+        # Within two heartbeats the dead chunks are told lost: the page says what waits.
+        wait_for(job, lambda j: jobs.job_progress(j)["lost"] == len(held), 20, log_path)
         client = Client()
         client.force_login(root)
         page = client.get(reverse("job", args=[job.pk])).content.decode()
@@ -225,20 +317,27 @@ def test_a_killed_worker_delays_only_its_own_items(celery_app, redis_url, tmp_pa
                 .exists()
             )
 
-        wait_for(job, others_done, 45, log_path)
+        wait_for(job, others_done, 120, log_path)
         others_at = max(
             JobItem.objects.filter(job=job)
+            .exclude(pk__in=held)
+            .values_list("finished_at", flat=True)
+        )
+        resumed_at = min(
+            JobItem.objects.filter(job=job, finished_at__gt=killed_wall)
             .exclude(pk__in=held)
             .values_list("finished_at", flat=True)
         )
         wait_for(job, lambda j: j.status == JobStatus.DONE, 120, log_path)
         recovered = time.monotonic() - killed_at
     finally:
-        for proc in (doomed, survivor, beat):
+        for proc in (survivor, beat):
             stop(proc, timeout=15)
+        if doomed.poll() is None:
+            os.killpg(doomed.pid, signal.SIGKILL)
 
-    # The other items did not wait for the lost lease; the page said what the job waits for.
-    assert others_at < lease_end
+    # The other items did not wait for the lost leases; the page said what the job waits for.
+    assert others_at < lease_end, (others_at, lease_end)
     said = timezone.localtime(lease_end).strftime("%H:%M:%S")
     assert f"{len(held)} items wait for a lost worker's lease to expire at {said}" in page
     assert (job.items_done, job.items_failed) == (n, 0)
@@ -248,11 +347,12 @@ def test_a_killed_worker_delays_only_its_own_items(celery_app, redis_url, tmp_pa
     assert {attempts[pk] for pk in held} == {2}
     assert {a for pk, a in attempts.items() if pk not in held} == {1}
     print(
-        f"\nSIGKILLed worker (lease {settings.LLM_JOB_LEASE_SECONDS} s, sweep every "
-        f"{settings.LLM_JOB_SWEEP_SECONDS} s): the other {n - len(held)} items done "
-        f"{(others_at - killed_wall).total_seconds():.1f} s after the kill; the dead chunk's "
-        f"{len(held)} items ran again and the job was done {recovered:.1f} s after it; "
-        "0 failed"
+        f"\nSIGKILLed worker of 4 processes (lease {settings.LLM_JOB_LEASE_SECONDS} s, sweep "
+        f"every {settings.LLM_JOB_SWEEP_SECONDS} s): the other worker went on "
+        f"{(resumed_at - killed_wall).total_seconds():.1f} s after the kill and had the other "
+        f"{n - len(held)} items done {(others_at - killed_wall).total_seconds():.1f} s after "
+        f"it; the dead chunks' {len(held)} items ran again and the job was done "
+        f"{recovered:.1f} s after it; 0 failed"
     )
 
 
