@@ -333,6 +333,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 3600),
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker that loses the broker (a Redis restart) keeps running its chunk: the chunk's work is
+# leased and recorded in the database, and cancelling it would make its calls again. Celery 6
+# turns this on by default; said here so that it stays off.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_TASK_SERIALIZER = "json"
 # How often beat runs the LLM jobs' sweep (llm/jobs.py jobs_sweep): it sends chunks to a job
 # that runs fewer than its pace (a killed worker's, within about 10 s of the kill plus this),
