@@ -1158,8 +1158,9 @@ class _Turn:
             except ItemDeferred as deferred:
                 outcome = deferred
             except Exception as exc:
-                outage_started = outage_started or loop.time()
-                left = DATABASE_PATIENCE_S - (loop.time() - outage_started)
+                if is_outage(exc):
+                    outage_started = outage_started or loop.time()
+                left = DATABASE_PATIENCE_S - (loop.time() - (outage_started or loop.time()))
                 if is_outage(exc) and left > 0:
                     # The handler's own read or write met a database outage: the item runs
                     # again once the database answers, given the answers its calls already
@@ -1239,7 +1240,9 @@ class _Turn:
             log.info("job %s: a chunk beyond its pace finishes what it holds", self.job_id)
             self.claiming = False
         if rank == 0 and len(live) < self.pace.chunks:
-            await _in_database_thread(_top_up_from_chunk)(job_id=self.job_id)
+            # Off the database thread: asking the broker may take seconds when it is down,
+            # and the chunk's ledger rows and outcomes must not wait for that.
+            await sync_to_async(_top_up_from_chunk, thread_sensitive=False)(job_id=self.job_id)
 
 
 def _store_pace(*, job_id: int, pace: Pace) -> None:
@@ -1247,9 +1250,12 @@ def _store_pace(*, job_id: int, pace: Pace) -> None:
 
 
 def _top_up_from_chunk(*, job_id: int) -> None:
-    job = Job.objects.filter(pk=job_id, status__in=ACTIVE).first()
-    if job is not None:
-        job_top_up(job=job, spec=get_kind(job.kind), now=timezone.now())
+    try:
+        job = Job.objects.filter(pk=job_id, status__in=ACTIVE).first()
+        if job is not None:
+            job_top_up(job=job, spec=get_kind(job.kind), now=timezone.now())
+    finally:
+        connection.close()  # a thread of the loop's pool: its connection goes with the call
 
 
 def _run_in_own_loop(make: Callable[[], Awaitable[Any]]) -> Any:

@@ -96,12 +96,13 @@ def queue_idle() -> bool:
         return True
     with app.connection_for_read() as connection:
         try:
+            connection.ensure_connection(max_retries=0, timeout=BROKER_CHECK_SECONDS)
             _, waiting, _ = connection.default_channel.queue_declare(
                 queue=app.conf.task_default_queue, passive=True
             )
         except connection.channel_errors:
             return True  # no such queue: Redis drops an empty list
-        except (*connection.connection_errors, OSError) as exc:
+        except (OperationalError, *connection.connection_errors, OSError) as exc:
             log.warning("task queue unreachable, no chunk added: %s", exc)
             return False
     return waiting == 0
