@@ -4,6 +4,7 @@ FROM python:3.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
     STATIC_ROOT=/app/staticfiles MEDIA_ROOT=/data/media GAMUT_VAR_DIR=/data/var
 WORKDIR /app
+# The runtime lock only: the developer tools (requirements-dev.lock) stay out of the image.
 COPY requirements.lock .
 RUN pip install --no-cache-dir --disable-pip-version-check --require-hashes -r requirements.lock
 COPY . .
@@ -15,5 +16,7 @@ RUN GAMUT_ENV=production SECRET_KEY=collectstatic-only-$(head -c 48 /dev/urandom
  && useradd --system --create-home gamut && mkdir -p /data/media /data/var && chown -R gamut /data
 USER gamut
 EXPOSE 8000
-# gunicorn believes X-Forwarded-Proto only from the proxies Django believes (TRUSTED_PROXIES).
-CMD ["sh", "-c", "exec gunicorn gamut_site.wsgi --bind 0.0.0.0:8000 --forwarded-allow-ips \"${TRUSTED_PROXIES:-127.0.0.1,::1}\" --workers 4 --access-logfile -"]
+# deploy/gunicorn.conf.py: the app preloaded once in the master, four workers (WEB_CONCURRENCY),
+# one access line per request; X-Forwarded-Proto believed only from TRUSTED_PROXIES. Migrations
+# are a step of the deploy (docker-compose.yml's migrate service), not of every start.
+CMD ["gunicorn", "-c", "deploy/gunicorn.conf.py", "-b", "0.0.0.0:8000", "gamut_site.wsgi"]

@@ -1,30 +1,45 @@
-# Two commands: `make run` and `make test`. Both create .venv from the lock file first.
+# Two commands: `make run` and `make test`. Both create .venv from the lock files first:
+# `make run` installs the runtime (requirements.lock) only, `make test` the developer tools too
+# (requirements-dev.lock: pytest, playwright, mypy, schemathesis, ...).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PIP := $(BIN)/pip install --quiet --disable-pip-version-check --require-hashes
 
 .PHONY: run test lint lock bench-review clean
 
-$(BIN)/.installed: requirements.lock
+$(BIN)/.runtime: requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
+	$(PIP) -r requirements.lock
 	touch $@
 
-run: $(BIN)/.installed
+# The developer tools depend on runtime packages, so pip is given both locks (with
+# --require-hashes every package must be pinned in a file it reads).
+$(BIN)/.dev: $(BIN)/.runtime requirements-dev.lock
+	$(PIP) -r requirements.lock -r requirements-dev.lock
+	touch $@
+
+run: $(BIN)/.runtime
 	$(BIN)/python -m gamut_site.devrun
 
-test: $(BIN)/.installed
+test: $(BIN)/.dev
 	$(BIN)/python -m pytest -q
 
-lint: $(BIN)/.installed
+lint: $(BIN)/.dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# Rewrite requirements.lock from pyproject.toml (needs uv: pip install uv).
+# Rewrite both locks from pyproject.toml (needs uv: pip install uv). uv keeps the versions the
+# locks already pin unless pyproject.toml asks for others (add --upgrade to move them). The dev
+# lock holds only what the runtime lock does not, at the runtime lock's versions.
+UV_COMPILE := uv pip compile pyproject.toml --python-version 3.11 --generate-hashes \
+	--custom-compile-command "make lock"
 lock:
-	uv pip compile pyproject.toml --extra dev --python-version 3.11 --generate-hashes -o requirements.lock
+	$(UV_COMPILE) -o requirements.lock
+	$(UV_COMPILE) --extra dev -c requirements.lock -o requirements-dev.lock \
+		$$(sed -n 's/^\([A-Za-z0-9._-]*\)==.*/--no-emit-package \1/p' requirements.lock)
 
-bench-review: $(BIN)/.installed
+bench-review: $(BIN)/.dev
 	bench/run_review_bench.sh
 
 clean:

@@ -36,10 +36,10 @@ $py manage.py load_demo >/dev/null
 # reviews for her to audit), the rubric reviser dave.
 tokens=$($py manage.py shell -c "
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 for name in ('admin', 'alice', 'carol', 'dave'):
-    print(Token.objects.get_or_create(user=User.objects.get(username=name))[0].key)
-" | grep -E "^[0-9a-f]{40}$")
+    print(AuthToken.objects.create(user=User.objects.get(username=name))[1])
+" | grep -E "^gamut_[0-9a-f]{64}$")
 admin_token=$(echo "$tokens" | sed -n 1p)
 alice_token=$(echo "$tokens" | sed -n 2p)
 carol_token=$(echo "$tokens" | sed -n 3p)

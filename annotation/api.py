@@ -4,8 +4,11 @@ errors become status codes at core.http."""
 
 from __future__ import annotations
 
-from django.db.models import Prefetch
+import uuid
+
+from django.db.models import Count, Prefetch, Q
 from django.shortcuts import get_object_or_404
+from django.utils.crypto import salted_hmac
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view, parser_classes
@@ -15,12 +18,14 @@ from rest_framework.response import Response
 
 from core import access
 from core.http import ErrorSerializer, rendered
+from core.middleware import takes_upload
 
 from . import services
 from .importing import MAX_PROBLEMS_SHOWN, ImportProblems, import_from_upload, read_manifest
 from .models import (
     REASON_KEYS,
     Candidate,
+    CandidateStatus,
     Decision,
     Image,
     ImportBatch,
@@ -47,10 +52,21 @@ class ClaimedCandidateSerializer(serializers.Serializer):
     )
 
 
-class ReviewOutSerializer(serializers.Serializer):
-    """Reads a Review."""
+def review_public_id(answer) -> str:
+    """A review's id as the API shows it: opaque, derived from the row by a keyed hash
+    (Django's salted_hmac with the SECRET_KEY), so that reviews and answers to gold items,
+    which are rows of two tables, show ids of one kind, in no order that tells them apart."""
+    kind = "review" if isinstance(answer, Review) else "gold"
+    digest = salted_hmac("gamut.review-id", f"{kind}:{answer.pk}", algorithm="sha256")
+    return str(uuid.UUID(hex=digest.hexdigest()[:32]))
 
-    id = serializers.IntegerField()
+
+class ReviewOutSerializer(serializers.Serializer):
+    """Reads a Review (or a GoldReview: an answer to a gold item reads as any review)."""
+
+    id = serializers.SerializerMethodField(
+        help_text="opaque: a review's id, unique, in no particular order"
+    )
     annotator = serializers.CharField(source="annotator.username")
     decision = serializers.ChoiceField(choices=Decision.values)
     revised_text = serializers.CharField()
@@ -58,6 +74,9 @@ class ReviewOutSerializer(serializers.Serializer):
     comment = serializers.CharField()
     seconds = serializers.IntegerField(allow_null=True)
     created_at = serializers.DateTimeField()
+
+    def get_id(self, answer) -> str:
+        return review_public_id(answer)
 
 
 class AdjudicationClaimSerializer(ClaimedCandidateSerializer):
@@ -112,6 +131,15 @@ class ReviewInSerializer(serializers.Serializer):
     )
     seconds = serializers.IntegerField(
         required=False, allow_null=True, min_value=0, max_value=services.MAX_SECONDS
+    )
+    submission_key = serializers.UUIDField(
+        required=False,
+        allow_null=True,
+        help_text=(
+            "a key of your choosing for this answer: the same answer sent again under it (a "
+            "retry) is answered as the first was, never recorded twice; another answer under "
+            "it is a 409 that says what is recorded"
+        ),
     )
 
 
@@ -304,9 +332,16 @@ def adjudication_create(request: Request, candidate_id: int) -> Response:
 @access.role_required(access.MEMBER)
 def image_detail(request: Request, source_id: str) -> Response:
     image = get_object_or_404(
-        Image.objects.with_counts().select_related("question"), source_id=source_id
+        Image.objects.with_counts()
+        .annotate(n_gold=Count("candidates", filter=Q(candidates__status=CandidateStatus.GOLD)))
+        .select_related("question"),
+        source_id=source_id,
     )
     question = getattr(image, "question", None) if image.has_question else None
+    # A gold item reads as an open candidate to all but admins (status_visible_to), so it
+    # counts as one here too: an image "needing candidates" while listing an open one would
+    # point at it.
+    pending = image.n_pending + (0 if request.user.is_staff else image.n_gold)
     return rendered(
         ImageDetailSerializer,
         {
@@ -315,7 +350,7 @@ def image_detail(request: Request, source_id: str) -> Response:
             "domain": image.domain,
             "popularity": image.popularity,
             "status": image_status(
-                n_pending=image.n_pending,
+                n_pending=pending,
                 n_accepted=image.n_accepted,
                 has_question=image.has_question,
             ),
@@ -341,10 +376,13 @@ def image_detail(request: Request, source_id: str) -> Response:
         400: ImportErrorsSerializer,
         403: ErrorSerializer,
         413: OpenApiResponse(
-            ErrorSerializer, description="the manifest is over IMPORT_MAX_MANIFEST_BYTES"
+            ErrorSerializer,
+            description="the manifest is over IMPORT_MAX_MANIFEST_BYTES, or the body over "
+            "the upload caps (or over 5 MB from anyone but an admin), refused unread",
         ),
     },
 )
+@takes_upload("IMPORT_MAX_TOTAL_BYTES", "IMPORT_MAX_MANIFEST_BYTES")
 @api_view(["POST"])
 @parser_classes([MultiPartParser])
 @access.role_required(access.ADMIN, message="Only admins import images.")

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 
 from core import access
 from core.http import ErrorSerializer, rendered
+from core.middleware import takes_upload
 from rubrics.models import RubricCheck
 from rubrics.services import version_diff
 
@@ -209,10 +210,13 @@ def training_change(request: Request, user_id: int) -> Response:
         400: ImportErrorsSerializer,
         403: ErrorSerializer,
         413: OpenApiResponse(
-            ErrorSerializer, description="the file is over IMPORT_MAX_MANIFEST_BYTES"
+            ErrorSerializer,
+            description="the file is over IMPORT_MAX_MANIFEST_BYTES, or the body over the "
+            "upload caps (or over 5 MB from anyone but an admin), refused unread",
         ),
     },
 )
+@takes_upload("IMPORT_MAX_MANIFEST_BYTES")
 @api_view(["POST"])
 @parser_classes([MultiPartParser])
 @access.role_required(access.ADMIN, message="Only admins import gold items.")

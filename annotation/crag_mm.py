@@ -25,23 +25,45 @@ from pathlib import Path
 
 from django.conf import settings
 
+from core.errors import InvalidInput
+from core.text import SOURCE_ID_MAX, clean_source_id, clean_text
+
 from .importing import (
+    CHUNK,
     IMAGE_FORMATS,
+    MAX_CANDIDATE,
     ImportProblems,
     ImportResult,
     ManifestEntry,
     image_format,
     images_import,
+    json_line,
     problems_shown,
     upload_within_cap,
 )
-from .models import Popularity
+from .models import Image, Popularity
 
 DATASET = "crag-mm"
 DEFAULT_LICENSE = "cc-by-nc-4.0"  # the dataset card's licence, when the folder has no README
 SPLITS = ("validation", "public_test")
 SOURCE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
 _REVISION = re.compile(r"^[0-9a-f]{40}$")
+
+# What one row may hold. The texts kept with an image get the rules of every import (core.text:
+# their column's length, no control characters, no bidirectional overrides that would make
+# them display as another text): the query as a candidate question, the answer longer.
+MAX_TURNS = 32  # turns (and answers) of one row; the single-turn release has one
+MAX_QUERY = MAX_CANDIDATE
+MAX_ANSWER = 10_000
+MAX_URL = 2_000
+ENTITY_MAX = Image._meta.get_field("entity").max_length
+DOMAIN_MAX = Image._meta.get_field("source_domain").max_length
+# What the text columns of one row may unpack to, in the Parquet metadata: far above what the
+# caps above allow, far below what a hostile shard's repeated values decode to.
+ROW_TEXT_BYTES = 1024 * 1024
+# Parquet's compression may shrink a column of image bytes this much at most: JPEG, PNG, WebP
+# and GIF are compressed already, so bytes that shrink more (a run of zeros) are no photos.
+IMAGE_SHRINK = 4
 
 # CRAG-MM's 13 domain labels and the method's ten everyday domains ("from plants, food, and
 # animals to vehicles, local places, everyday objects, and consumer products"): the 13 less text
@@ -113,7 +135,8 @@ def shard_paths(directory: Path, split: str) -> list[Path]:
 def read_entities(path: Path) -> dict[str, EntityInfo]:
     """The optional file of ground truth: JSONL `{"session_id", "entity", "popularity"?,
     "egocentric"?}` a line, or CSV with a header `session_id,entity[,popularity][,egocentric]`.
-    Every line is checked; problems name the line."""
+    Every line is checked, its texts as every import's (a session id as a source id, the entity
+    a one-line name within its column); problems name the line."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -124,23 +147,30 @@ def read_entities(path: Path) -> dict[str, EntityInfo]:
         import csv
 
         reader = csv.DictReader(text.splitlines())
-        if not reader.fieldnames or not {"session_id", "entity"} <= set(reader.fieldnames):
+        try:
+            if not reader.fieldnames or not {"session_id", "entity"} <= set(reader.fieldnames):
+                raise ImportProblems(
+                    [f"{path.name}: line 1: the header must name session_id and entity"]
+                )
+            records = [(number, row) for number, row in enumerate(reader, start=2)]
+        except csv.Error as exc:  # a field over csv's limit
+            # line_num counts the lines read before the one that failed.
             raise ImportProblems(
-                [f"{path.name}: line 1: the header must name session_id and entity"]
-            )
-        records = [(number, row) for number, row in enumerate(reader, start=2)]
+                [f"{path.name}: line {reader.line_num + 1}: not readable as CSV ({exc})"]
+            ) from exc
     else:
         records = []
         problems = []
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
                 continue
-            try:
-                records.append((number, json.loads(line)))
-            except (json.JSONDecodeError, RecursionError) as exc:
-                problems.append(f"{path.name}: line {number}: not valid JSON ({exc})")
+            value, problem = json_line(line)
+            if problem:
+                problems.append(f"{path.name}: line {number}: {problem}")
+            else:
+                records.append((number, value))
         if problems:
-            raise ImportProblems(problems)
+            raise ImportProblems(problems_shown(problems))
     found: dict[str, EntityInfo] = {}
     problems = []
     for number, record in records:
@@ -148,26 +178,40 @@ def read_entities(path: Path) -> dict[str, EntityInfo]:
         if not isinstance(record, dict):
             problems.append(f"{where}: not a JSON object")
             continue
-        session = str(record.get("session_id") or "").strip()
-        entity = str(record.get("entity") or "").strip()
-        popularity = str(record.get("popularity") or Popularity.UNKNOWN).strip().lower()
+        line_problems = []
+        session = entity = ""
+        try:
+            session = clean_text(record.get("session_id"), "session_id", limit=SOURCE_ID_MAX)
+            if session:
+                clean_source_id(session, "session_id")
+        except InvalidInput as exc:
+            line_problems.append(exc.message)
+            session = ""
+        try:
+            entity = clean_text(record.get("entity"), "entity", limit=ENTITY_MAX, multiline=False)
+        except InvalidInput as exc:
+            line_problems.append(exc.message)
+            entity = ""
+        popularity = record.get("popularity") or Popularity.UNKNOWN
+        popularity = popularity.strip().lower() if isinstance(popularity, str) else popularity
         egocentric = record.get("egocentric", False)
         if isinstance(egocentric, str):
             egocentric = egocentric.strip().lower() in ("1", "true", "yes")
-        if not session:
-            problems.append(f"{where}: missing session_id")
+        if not session and not line_problems:
+            line_problems.append("missing session_id")
         elif session in found:
-            problems.append(f"{where}: session_id {session!r} repeats an earlier line")
-        if not entity:
-            problems.append(f"{where}: missing entity")
+            line_problems.append(f"session_id {session!r} repeats an earlier line")
+        if not entity and not any(p.startswith("entity") for p in line_problems):
+            line_problems.append("missing entity")
         if popularity not in Popularity.values:
-            problems.append(
-                f"{where}: popularity must be head, torso, tail or unknown, not {popularity!r}"
+            line_problems.append(
+                f"popularity must be head, torso, tail or unknown, not {str(popularity)[:60]!r}"
             )
-        if session and entity and popularity in Popularity.values:
+        problems += [f"{where}: {problem}" for problem in line_problems]
+        if not line_problems:
             found[session] = EntityInfo(entity, popularity, bool(egocentric))
     if problems:
-        raise ImportProblems(problems)
+        raise ImportProblems(problems_shown(problems))
     return found
 
 
@@ -247,6 +291,91 @@ def _missing_columns(schema) -> list[str]:
     return missing
 
 
+_COLUMNS = ("session_id", "image", "image_url", "turns", "answers")
+_LISTS = ("turns", "answers")
+
+
+def _wanted(parquet) -> list[str]:
+    return [c for c in _COLUMNS if c in parquet.schema_arrow.names]
+
+
+def _size_problems(name: str, parquet) -> list[str]:
+    """What the footer says a shard's row groups unpack to, against what their rows may hold:
+    list values (turns, answers) at most MAX_TURNS a row, image bytes IMPORT_MAX_FILE_BYTES a
+    row and no more compressible than photos are, the texts ROW_TEXT_BYTES a row. Read from
+    the metadata alone: nothing is decoded."""
+    cap = settings.IMPORT_MAX_FILE_BYTES
+    wanted = set(_wanted(parquet))
+    problems = []
+    counted: set[tuple[int, str]] = set()
+    metadata = parquet.metadata
+    for index in range(metadata.num_row_groups):
+        group = metadata.row_group(index)
+        rows = max(group.num_rows, 1)
+        where = f"{name} row group {index + 1} ({group.num_rows:,} row(s))"
+        for column in range(group.num_columns):
+            chunk = group.column(column)
+            path = chunk.path_in_schema
+            top = path.split(".")[0]
+            if top not in wanted:
+                continue  # never read
+            size = chunk.total_uncompressed_size
+            if top in _LISTS and chunk.num_values > rows * MAX_TURNS:
+                if (index, top) not in counted:  # one problem for the list, not each field
+                    counted.add((index, top))
+                    problems.append(
+                        f"{where}: {chunk.num_values:,} {top} (values of {path}), while a row "
+                        f"may hold at most {MAX_TURNS}"
+                    )
+            elif top == "image" and path.split(".")[-1] == "bytes":
+                if size > rows * cap:
+                    problems.append(
+                        f"{where}: the image bytes unpack to {size / 1024 / 1024:,.1f} MB, over "
+                        f"the {cap // (1024 * 1024)} MB an image may have (IMPORT_MAX_FILE_BYTES)"
+                    )
+                elif size > IMAGE_SHRINK * chunk.total_compressed_size + CHUNK:
+                    problems.append(
+                        f"{where}: {chunk.total_compressed_size:,} bytes of images unpack to "
+                        f"{size / 1024 / 1024:,.1f} MB; photos (JPEG, PNG, WebP, GIF) are "
+                        "compressed already, so these are not photos"
+                    )
+            elif size > rows * ROW_TEXT_BYTES:
+                problems.append(
+                    f"{where}: {path} unpacks to {size / 1024 / 1024:,.1f} MB, over the "
+                    f"{ROW_TEXT_BYTES // 1024} KB of text a row may hold"
+                )
+    return problems
+
+
+def _row_size_problem(batch) -> str | None:
+    """The problem of one decoded row (an Arrow batch of one) too big to turn into Python
+    objects: more turns than MAX_TURNS, an image over IMPORT_MAX_FILE_BYTES."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = batch.schema.names
+    for column in _LISTS:
+        if column in names and (
+            pa.types.is_list(batch.schema.field(column).type)
+            or pa.types.is_large_list(batch.schema.field(column).type)
+        ):
+            count = pc.list_value_length(batch.column(column))[0].as_py() or 0
+            if count > MAX_TURNS:
+                return f"{count:,} {column}, over the {MAX_TURNS} a row may hold"
+    if "image" in names and pa.types.is_struct(image_type := batch.schema.field("image").type):
+        index = image_type.get_field_index("bytes")
+        kind = image_type.field(index).type if index >= 0 else None
+        if kind is not None and (pa.types.is_binary(kind) or pa.types.is_large_binary(kind)):
+            size = pc.binary_length(pc.struct_field(batch.column("image"), "bytes"))[0]
+            cap = settings.IMPORT_MAX_FILE_BYTES
+            if (size.as_py() or 0) > cap:
+                return (
+                    f"the image is {size.as_py() / 1024 / 1024:.1f} MB, over the "
+                    f"{cap // (1024 * 1024)} MB limit (IMPORT_MAX_FILE_BYTES)"
+                )
+    return None
+
+
 def crag_mm_plan(
     directory: Path,
     *,
@@ -300,33 +429,53 @@ def crag_mm_plan(
         files.append((name, parquet))
     if problems:
         raise ImportProblems(problems_shown(problems))
+    # The sizes the footers state, before a value is decoded: a shard of a few kilobytes can
+    # hold a row of millions of turns, or images of gigabytes in repeated or compressed bytes.
+    total_rows = sum(parquet.metadata.num_rows for _, parquet in files)
+    if total_rows > settings.IMPORT_MAX_MEMBERS:
+        raise ImportProblems(
+            [
+                f"the shards hold {total_rows:,} rows, over the limit of "
+                f"{settings.IMPORT_MAX_MEMBERS:,} of one import (IMPORT_MAX_MEMBERS)"
+            ]
+        )
+    for name, parquet in files:
+        problems += _size_problems(name, parquet)
+    if problems:
+        raise ImportProblems(problems_shown(problems))
 
-    def rows() -> Iterable[tuple[str, int, dict, dict[str, list[str]]]]:
+    def rows() -> Iterable[tuple[str, int, dict | None, str | None, dict[str, list[str]]]]:
         for name, parquet in files:
             names = _class_names(parquet.schema_arrow)
-            wanted = [
-                c
-                for c in ("session_id", "image", "image_url", "turns", "answers")
-                if c in parquet.schema_arrow.names
-            ]
-            number = 0
-            for batch in parquet.iter_batches(batch_size=64, columns=wanted):
-                for row in batch.to_pylist():
-                    number += 1
-                    yield name, number, row, names
+            # One row at a time: what is decoded at once is one row, never a batch of them.
+            batches = parquet.iter_batches(
+                batch_size=1, columns=_wanted(parquet), use_threads=False
+            )
+            for number, batch in enumerate(batches, start=1):
+                too_big = _row_size_problem(batch)
+                yield name, number, None if too_big else batch.to_pylist()[0], too_big, names
 
-    for name, number, row, class_names in progress(rows()):
+    def text(value, field: str, limit: int, *, multiline: bool = True) -> str:
+        return clean_text(value, field, limit=limit, multiline=multiline, bidi_controls=False)
+
+    for name, number, row, too_big, class_names in progress(rows()):
         plan.rows += 1
-        session = row.get("session_id")
         where = f"{name} row {number}"
+        if row is None:
+            problem(f"{where}: {too_big}")
+            continue
+        session = row.get("session_id")
         if not isinstance(session, str) or not session.strip():
             problem(f"{where}: no session_id")
             continue
         session = session.strip()
-        where = f"{where} (session {session[:60]})"
         if not SOURCE_ID.match(session):
-            problem(f"{where}: the session id must be letters, digits and -_.: (at most 200)")
+            problem(
+                f"{where}: the session id must be letters, digits and -_.: (at most 200), "
+                f"not {session[:60]!r}"
+            )
             continue
+        where = f"{where} (session {session})"
         if session in first_row:
             problem(f"{where}: session_id repeats {first_row[session]}")
             continue
@@ -352,6 +501,12 @@ def crag_mm_plan(
         if not isinstance(query, str) or not query.strip():
             problem(f"{where}: the turn has no query")
             continue
+        try:
+            # The label shows in the domain table of every run, imported or not.
+            label = text(label, "domain", DOMAIN_MAX, multiline=False)
+        except InvalidInput as exc:
+            problem(f"{where}: {exc.message}")
+            continue
         key = label_key(label)
         plan.domains[key] += 1
         if key not in mapping:
@@ -365,7 +520,12 @@ def crag_mm_plan(
         if not data:
             url = row.get("image_url")
             if isinstance(url, str) and url.strip():
-                plan.url_only.append(f"{where}: {url.strip()[:200]}")
+                try:
+                    url = text(url, "image_url", MAX_URL, multiline=False)
+                except InvalidInput as exc:
+                    problem(f"{where}: {exc.message}")
+                    continue
+                plan.url_only.append(f"{where}: {url[:200]}")
             else:
                 problem(f"{where}: neither image bytes nor an image_url")
             continue
@@ -389,6 +549,18 @@ def crag_mm_plan(
             ):
                 answer = candidate["ans_full"]
                 break
+        texts = []
+        for value, field_name, limit in (
+            (query, "query", MAX_QUERY),
+            (answer, "answer (ans_full)", MAX_ANSWER),
+        ):
+            try:
+                texts.append(text(value, field_name, limit))
+            except InvalidInput as exc:
+                problem(f"{where}: {exc.message}")
+        if len(texts) < 2:
+            continue
+        query, answer = texts
         info = entities.get(session)
         if info is None:
             plan.needs_entity += 1
@@ -407,9 +579,9 @@ def crag_mm_plan(
                 egocentric=info.egocentric if info else False,
                 extra={
                     "entity_confirmed": info is not None,
-                    "source_domain": label.strip()[:100],
-                    "source_query": query.strip(),
-                    "source_answer": answer.strip(),
+                    "source_domain": label,
+                    "source_query": query,
+                    "source_answer": answer,
                 },
             )
         )

@@ -381,6 +381,37 @@ def _claim(item: GoldItem, user, now: datetime, expires_at: datetime):
     return Claimed(item.candidate, expires_at)
 
 
+def drawn_for(candidate: Candidate, user) -> bool:
+    """Whether this gold candidate was drawn into this person's queue (gold_claim made their
+    claim; a lapsed one counts, as a real candidate may be answered after its lease). Only
+    then may they answer it, and only then do they see the expert's answer after it: a gold
+    item answered by its id alone would hand out the expert's answer to anyone who asks."""
+    return ReviewClaim.objects.filter(candidate=candidate, annotator=user).exists()
+
+
+def _answered(item: GoldItem, user):
+    """This person's answers to the item that count: training items once per attempt."""
+    answered = GoldReview.objects.filter(gold=item, annotator=user)
+    if not item.training:
+        return answered
+    state = TrainingState.objects.filter(user=user).first()
+    return answered.filter(attempt=state.attempt if state else 1)
+
+
+def answered_by(candidate: Candidate, user) -> bool:
+    return _answered(GoldItem.objects.get(candidate=candidate), user).exists()
+
+
+def answer_with_key(user, key: uuid.UUID) -> GoldReview | None:
+    """This person's answer to a gold item sent under `key` (services.review_submit looks up
+    a key over reviews and gold answers alike)."""
+    return (
+        GoldReview.objects.filter(annotator=user, submission_key=key)
+        .select_related("gold__candidate")
+        .first()
+    )
+
+
 def agrees_with_expert(decision: str, item: GoldItem) -> bool:
     """The decision is what counts: two good revisions of one question rarely read the same."""
     return decision == item.decision
@@ -398,9 +429,10 @@ def gold_review_submit(
     key: uuid.UUID | None,
     now: datetime,
 ) -> GoldReview:
-    """An answer to a gold item, checked as a review is (called by services.review_submit,
-    inside its transaction, with the candidate locked). Its `feedback` attribute holds the
-    expert's answer for the page."""
+    """An answer to a gold item drawn for this person, checked as a review is, in the same
+    order (called by services.review_submit, inside its transaction, with the candidate locked
+    and its submission key looked up). Its `feedback` attribute holds the expert's answer for
+    the page."""
     from .services import (
         MAX_COMMENT,
         _clean_decision,
@@ -413,14 +445,6 @@ def gold_review_submit(
     item = GoldItem.objects.get(candidate=candidate)
     state = TrainingState.objects.filter(user=user).first()
     attempt = state.attempt if state else 1
-    if key is not None:
-        prior = GoldReview.objects.filter(annotator=user, submission_key=key).first()
-        if prior is not None:
-            if prior.gold_id != item.pk:
-                raise InvalidInput("submission_key belongs to another review.", "submission_key")
-            prior.repeated = True
-            prior.feedback = item
-            return prior
     decision = _clean_decision(decision)
     revised = _clean_text(revised_text, "revised_text", required=decision == Decision.REVISE)
     if decision != Decision.REVISE and revised:
@@ -433,8 +457,7 @@ def gold_review_submit(
     comment = _clean_text(comment, "comment", required=False, limit=MAX_COMMENT)
     seconds = _clean_seconds(seconds)
     # Training items are answered once per attempt, the others once.
-    answered = GoldReview.objects.filter(gold=item, annotator=user)
-    if (answered.filter(attempt=attempt) if item.training else answered).exists():
+    if _answered(item, user).exists():
         raise Conflict("You have reviewed this candidate already.")
     try:
         with transaction.atomic():

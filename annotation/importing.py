@@ -179,23 +179,22 @@ def _no_progress(items: Iterable) -> Iterable:
 
 def image_format(handle: IO[bytes], name: str) -> tuple[str, str | None]:
     """(Pillow's format, None), or ("", the problem) for bytes that are not an allowed image
-    within the pixel limit. Reads the header, then verify() walks the file without decoding
-    its pixels."""
+    within the caps on what it takes to show it (settings: IMAGE_MAX_*). Reads the header (and
+    for an animation its frames' headers), then verify() walks the file without decoding its
+    pixels."""
     limit = settings.IMAGE_MAX_PIXELS
     try:
         with warnings.catch_warnings():
-            # Pillow only warns between its limit and twice it; here the limit is the limit.
-            warnings.simplefilter("error", PILImage.DecompressionBombWarning)
+            # Pillow warns between its limit and twice it, and refuses above; up to twice it
+            # the size is checked below, with the image's dimensions in the message.
+            warnings.simplefilter("ignore", PILImage.DecompressionBombWarning)
             with PILImage.open(handle, formats=PILLOW_FORMATS) as img:
-                width, height = img.size
-                if width * height > limit:
-                    return "", (
-                        f"image {name!r} is {width}x{height} pixels, over the limit of "
-                        f"{limit:,} (IMAGE_MAX_PIXELS)"
-                    )
+                problem = _too_big_to_show(img, name)
+                if problem:
+                    return "", problem
                 found = img.format or ""
                 img.verify()
-    except (PILImage.DecompressionBombError, PILImage.DecompressionBombWarning):
+    except PILImage.DecompressionBombError:
         return "", (
             f"image {name!r} has more pixels than the limit of {limit:,} (IMAGE_MAX_PIXELS)"
         )
@@ -216,6 +215,42 @@ def image_format(handle: IO[bytes], name: str) -> tuple[str, str | None]:
     if found not in IMAGE_FORMATS:
         return "", f"image {name!r} is {found or 'of no known format'}, not {FORMAT_NAMES}"
     return found, None
+
+
+def _too_big_to_show(img: PILImage.Image, name: str) -> str | None:
+    """What an opened (not decoded) image would cost whoever shows it, against the caps: its
+    longer side, its frames, every frame's pixels together, and its metadata."""
+    width, height = img.size
+    side = settings.IMAGE_MAX_SIDE
+    if max(width, height) > side:
+        return (
+            f"image {name!r} is {width}x{height} pixels; its longer side may be at most "
+            f"{side:,} (IMAGE_MAX_SIDE)"
+        )
+    # The frames an animation shows one after another (GIF: counted by walking their headers,
+    # nothing decoded; WebP, PNG: as declared). A phone's MPO holds a second, smaller picture
+    # that browsers never show: one frame.
+    frames = getattr(img, "n_frames", 1) if img.format != "MPO" else 1
+    most = settings.IMAGE_MAX_FRAMES
+    if frames > most:
+        return (
+            f"image {name!r} has {frames:,} frames, over the limit of {most:,} (IMAGE_MAX_FRAMES)"
+        )
+    pixels, limit = width * height * frames, settings.IMAGE_MAX_PIXELS
+    if pixels > limit:
+        shape = f"{width}x{height}" if frames == 1 else f"{frames:,} frames of {width}x{height}"
+        return (
+            f"image {name!r} is {shape} pixels: {pixels:,} pixels for a browser or a model to "
+            f"decode, over the limit of {limit:,} (IMAGE_MAX_PIXELS)"
+        )
+    metadata = sum(len(value) for value in img.info.values() if isinstance(value, bytes | str))
+    cap = settings.IMAGE_MAX_METADATA_BYTES
+    if metadata > cap:
+        return (
+            f"image {name!r} carries {metadata:,} bytes of metadata (ICC profile, EXIF, XMP, "
+            f"text), over the limit of {cap:,} (IMAGE_MAX_METADATA_BYTES)"
+        )
+    return None
 
 
 def _name_problem(name: str) -> str | None:

@@ -39,6 +39,7 @@ from llm.jobs import (
 from llm.launchers import register_launcher
 from llm.models import ItemStatus, Job, JobItem, LLMModel
 from llm.prompts import Prompt, load_prompt
+from llm.schemas import names, one_each
 
 from .models import AuditEvent, Candidate, CandidateOrigin, CandidateStatus, FinalQuestion, Image
 from .services import final_question_promote, normalize_text
@@ -75,7 +76,7 @@ class GeneratedQuestions(BaseModel):
 
 
 class GuardVerdict(BaseModel):
-    id: int
+    id: int = Field(json_schema_extra=names("candidates"))
     passes_hard_requirements: bool
     stranger_test_pass: bool
     boilerplate: bool
@@ -87,8 +88,9 @@ class GuardVerdict(BaseModel):
 
 
 class GuardOutput(BaseModel):
-    verdicts: list[GuardVerdict]
-    selected: int | None
+    # The candidate ids of the call are in the schema sent (llm/schemas.py): one verdict each.
+    verdicts: list[GuardVerdict] = Field(json_schema_extra=one_each("candidates"))
+    selected: int | None = Field(json_schema_extra=names("candidates"))
     new_candidates: list[str] = Field(default_factory=list, max_length=MAX_QUESTIONS)
 
     @field_validator("new_candidates")
@@ -377,7 +379,14 @@ async def generate(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | di
 
 
 def _candidate_listing(candidates: tuple[tuple[int, str], ...]) -> str:
+    """The candidates as guard v1 and v2 list them (jobs launched with those keep them)."""
     return "\n".join(f"- id {pk}: {text}" for pk, text in candidates)
+
+
+def candidate_items(candidates: tuple[tuple[int, str], ...]) -> list[tuple[str, str]]:
+    """The candidates for a fenced listing (guard v3 on): each text in its own fence after its
+    id, so that no candidate's words can pass for another id."""
+    return [(f"id {pk}", text) for pk, text in candidates]
 
 
 OVERREPRESENTED_TOP = 5  # the largest templates the guard is told of
@@ -400,12 +409,22 @@ def overrepresented_templates() -> list[dict[str, Any]]:
 
 
 def overrepresented_listing(templates: list[dict[str, Any]]) -> str:
+    """The templates as guard v2 lists them (jobs launched with it keep it)."""
     if not templates:
         return "(none yet: no template holds more than one final question)"
     return "\n".join(
         f"- “{t['skeleton']}”: {t['size']} of {t['of']} final questions ({t['share']:.0%})"
         for t in templates
     )
+
+
+def overrepresented_items(templates: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The templates for a fenced listing (guard v3 on): the figures are ours, the skeleton is
+    made of the final questions' words, so it goes in a fence."""
+    return [
+        (f"{t['size']} of {t['of']} final questions ({t['share']:.0%})", t["skeleton"])
+        for t in templates
+    ]
 
 
 async def guard(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[str, Any]:
@@ -416,20 +435,29 @@ async def guard(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
         return setup.done
     assert setup.model and setup.prompt and setup.image
     image = setup.image
-    values = {
+    fenced = set(setup.prompt.fenced)  # v3 on: the listings as (key, text) pairs
+    values: dict[str, Any] = {
         "entity": image.entity,
         "domain": image.domain,
-        "candidates": _candidate_listing(setup.candidates),
+        "candidates": (
+            candidate_items(setup.candidates)
+            if "candidates" in fenced
+            else _candidate_listing(setup.candidates)
+        ),
     }
     if "overrepresented" in setup.prompt.placeholders:  # v2 on: the templates to avoid
-        values["overrepresented"] = overrepresented_listing(
-            context.params.get("overrepresented") or []
+        templates = context.params.get("overrepresented") or []
+        values["overrepresented"] = (
+            overrepresented_items(templates)
+            if "overrepresented" in fenced
+            else overrepresented_listing(templates)
         )
     text = setup.prompt.render(**values)
     call = await gateway.call_structured(
         setup.model,
         prompt=[text, image.picture],
         schema=GuardOutput,
+        ids={"candidates": [pk for pk, _ in setup.candidates]},
         check=guard_check(frozenset(pk for pk, _ in setup.candidates)),
         stage=GUARD,
         template_name=setup.prompt.name,

@@ -208,6 +208,23 @@ class CandidateQuerySet(models.QuerySet):
             Q(author=user) | Q(co_author=user) | Q(reviews__annotator=user)
         )
 
+    def waiting_for(self, user, now=None) -> CandidateQuerySet:
+        """What "Waiting" counts for this person on every page: the candidates they may still
+        review, and a gold item they hold (it stands for the real candidate it looks like).
+        One count everywhere, so that no page tells a gold item by a count one higher."""
+        now = now or timezone.now()
+        held_gold = ReviewClaim.objects.filter(
+            candidate=OuterRef("pk"), annotator=user, expires_at__gt=now
+        )
+        reviewed = Review.objects.filter(candidate=OuterRef("pk"), annotator=user)
+        reviewable = (
+            Q(status=CandidateStatus.OPEN, image__entity_confirmed=True)
+            & ~Q(author=user)
+            & ~Q(co_author=user)
+            & ~Exists(reviewed)
+        )
+        return self.filter(reviewable | Q(Exists(held_gold), status=CandidateStatus.GOLD))
+
     def adjudicable_by(self, user) -> CandidateQuerySet:
         reviewed = Review.objects.filter(candidate=OuterRef("pk"), annotator=user)
         return self.filter(status=CandidateStatus.DISPUTED).filter(~Exists(reviewed))

@@ -50,6 +50,9 @@ MAX_COMMENT = 5000
 ENTITY_MAX = 500  # Image.entity's max_length
 
 
+# A candidate whose reviews may still change: to an annotator, both look alike (blind review).
+UNRESOLVED = (CandidateStatus.OPEN, CandidateStatus.DISPUTED)
+
 # Kept until the in-flight branches are merged: the error classes live in core.errors now.
 ReviewError = DomainError
 
@@ -288,6 +291,26 @@ def review_claim(
     return None
 
 
+def review_held(
+    *, user, skip: list[int] | tuple[int, ...] = (), now: datetime | None = None
+) -> Claimed | None:
+    """The candidate this person holds and may still answer, read only: what a visit of the
+    review page shows (review_claim renews the hold, and takes a new one when there is none)."""
+    now = now or timezone.now()
+    held = (
+        ReviewClaim.objects.filter(annotator=user, expires_at__gt=now)
+        .filter(
+            Q(candidate__in=Candidate.objects.reviewable_by(user))
+            | Q(candidate__status=CandidateStatus.GOLD, candidate__gold__active=True)
+        )
+        .exclude(candidate_id__in=[int(pk) for pk in skip])
+        .select_related("candidate__image")
+        .order_by("created_at")
+        .first()
+    )
+    return Claimed(held.candidate, held.expires_at) if held else None
+
+
 def _slots_taken(candidate: Candidate, user, now: datetime) -> int:
     """Reviews plus other people's unexpired claims: at two, the candidate has no slot left."""
     return Review.objects.filter(candidate=candidate).count() + (
@@ -313,6 +336,87 @@ def review_claims_sweep(*, now: datetime | None = None) -> int:
 # --- reviews ------------------------------------------------------------------------------
 
 
+# What a refused review says whenever the candidate takes no review from this person, whatever
+# the reason (two reviews in, disputed, resolved, both slots held by others, or a gold item not
+# drawn for them): a different answer for each would tell an annotator what the other review
+# was, or which candidates are gold items (../shared/spec/review-workflow.md, step 2).
+NO_SLOT = (
+    "This candidate has no review slot left for you (other annotators hold or have taken "
+    "its slots), so your review was not recorded. Here is the next candidate."
+)
+LAPSED = (
+    "Your hold on this candidate ran out and other annotators took its review slots, so your "
+    "review was not recorded. Here is the next candidate."
+)
+
+
+class SubmissionConflict(Conflict):
+    """A form sent again under its submission key with a different answer: nothing new is
+    recorded. `recorded` is the answer the key holds (a Review or a GoldReview), `changeable`
+    whether it may still be taken back (review_undo)."""
+
+    def __init__(self, recorded, *, changeable: bool):
+        self.recorded = recorded
+        self.changeable = changeable
+        chosen = Decision(recorded.decision).label
+        if recorded.revised_text:
+            chosen += f" as “{recorded.revised_text}”"
+        question = _answered_candidate(recorded).text
+        then = (
+            " To change it, take it back (Change) and answer again."
+            if changeable
+            else " It can no longer be changed."
+        )
+        super().__init__(
+            "This form was sent before, and what it recorded stands: your answer to "
+            f"“{question}” is {chosen}. What you chose now was not recorded.{then}",
+            "submission_key",
+        )
+
+
+def _answered_candidate(answer) -> Candidate:
+    return answer.candidate if isinstance(answer, Review) else answer.gold.candidate
+
+
+def _answer_with_key(user, key: uuid.UUID):
+    """This person's answer sent under `key`, a review or an answer to a gold item: one lookup
+    over both, so that a key answers the same whichever candidate it is sent to."""
+    return (
+        Review.objects.filter(annotator=user, submission_key=key)
+        .select_related("candidate")
+        .first()
+    ) or gold.answer_with_key(user, key)
+
+
+def _same_answer(answer, *, decision, revised_text, reasons, comment) -> bool:
+    """Whether a repeated form carries the answer recorded under its key, read as the first
+    was read (the seconds are left out: a form sent twice is timed twice)."""
+    try:
+        revised = _clean_text(revised_text, "revised_text", required=False)
+        reasons = _clean_reasons(reasons)
+        comment = _clean_text(comment, "comment", required=False, limit=MAX_COMMENT)
+    except InvalidInput:
+        return False  # not what was recorded, which was read without a fault
+    return (decision, revised, reasons, comment) == (
+        answer.decision,
+        answer.revised_text,
+        list(answer.reasons),
+        answer.comment,
+    )
+
+
+def _replay(answer, candidate: Candidate, **form):
+    """The first answer again for the same form sent twice; a conflict for another answer (or
+    another candidate) under the same key."""
+    if _answered_candidate(answer).pk == candidate.pk and _same_answer(answer, **form):
+        answer.repeated = True
+        if not isinstance(answer, Review):
+            answer.feedback = answer.gold
+        return answer
+    changeable = isinstance(answer, Review) and _answered_candidate(answer).status in UNRESOLVED
+    raise SubmissionConflict(answer, changeable=changeable)
+
+
 @transaction.atomic
 def review_submit(
     *,
@@ -328,15 +432,33 @@ def review_submit(
 ) -> Review:
     """Record one annotator's review; the second review resolves or disputes the candidate.
 
-    With a `submission_key`, a second submission of the same form returns the review that the
-    first recorded (its `repeated` attribute set) instead of recording or refusing anything.
+    With a `submission_key`, the same form sent again returns the answer that the first
+    recorded (its `repeated` attribute set) instead of recording or refusing anything; another
+    answer under the same key is a `SubmissionConflict` that says what is recorded.
+
+    The checks come in one order for every candidate, gold items included, and a candidate that
+    takes no review from this person is refused in the same words whatever the reason (NO_SLOT).
+    A gold item is answered only by a person it was drawn for (gold.drawn_for).
     """
     now = now or timezone.now()
     if not access.is_annotator(user):
         raise NotAllowed("Only annotators review candidates.")
     key = _clean_key(submission_key)
     candidate = _lock_candidate(candidate_id)
-    if candidate.status == CandidateStatus.GOLD:  # recorded apart: never one of the two reviews
+    if key is not None:
+        # Under the candidate's lock: a twin request that raced this one has committed.
+        prior = _answer_with_key(user, key)
+        if prior is not None:
+            return _replay(
+                prior,
+                candidate,
+                decision=decision,
+                revised_text=revised_text,
+                reasons=reasons,
+                comment=comment,
+            )
+    gold_item = candidate.status == CandidateStatus.GOLD
+    if gold_item and gold.drawn_for(candidate, user):  # recorded apart: never a review slot
         return gold.gold_review_submit(
             user=user,
             candidate=candidate,
@@ -350,14 +472,6 @@ def review_submit(
         )
     if gold.must_train(user):
         raise NotAllowed("Finish the training first: real candidates come after it.")
-    if key is not None:
-        # Under the candidate's lock: a twin request that raced this one has committed.
-        prior = Review.objects.filter(annotator=user, submission_key=key).first()
-        if prior is not None:
-            if prior.candidate_id != candidate.pk:
-                raise InvalidInput("submission_key belongs to another review.", "submission_key")
-            prior.repeated = True
-            return prior
     if user.pk in (candidate.author_id, candidate.co_author_id):
         raise NotAllowed("You wrote this question, so you may not review it.")
 
@@ -374,28 +488,31 @@ def review_submit(
     seconds = _clean_seconds(seconds)
 
     existing = list(candidate.reviews.all())
-    if any(r.annotator_id == user.pk for r in existing):
+    if any(r.annotator_id == user.pk for r in existing) or (
+        gold_item and gold.answered_by(candidate, user)
+    ):
         raise Conflict("You have reviewed this candidate already.")
-    if candidate.status != CandidateStatus.OPEN or len(existing) >= 2:
-        raise Conflict(f"This candidate is {candidate.status} and takes no more reviews.")
     # Submitting without a claim is allowed, but not into a slot that someone else holds.
     holds_claim = ReviewClaim.objects.filter(
         candidate=candidate, annotator=user, expires_at__gt=now
     ).exists()
-    if not holds_claim and _slots_taken(candidate, user, now) >= 2:
-        if ReviewClaim.objects.filter(candidate=candidate, annotator=user).exists():
-            raise Conflict(
-                "Your hold on this candidate ran out and other annotators took its review "
-                "slots, so your review was not recorded. Here is the next candidate."
-            )
-        raise Conflict("Both remaining review slots are reserved by other annotators' claims.")
+    if (
+        candidate.status != CandidateStatus.OPEN
+        or len(existing) >= 2
+        or (not holds_claim and _slots_taken(candidate, user, now) >= 2)
+    ):
+        lapsed = ReviewClaim.objects.filter(
+            candidate=candidate, annotator=user, expires_at__lte=now
+        ).exists()
+        raise Conflict(LAPSED if lapsed else NO_SLOT)
 
     try:
         with transaction.atomic():
             review = Review.objects.create(
                 candidate=candidate,
                 annotator=user,
-                slot=len(existing) + 1,
+                # The free one: after an undo the review left may hold either.
+                slot=min({1, 2} - {r.slot for r in existing}),
                 candidate_author_id=candidate.author_id,
                 candidate_co_author_id=candidate.co_author_id,
                 decision=decision,
@@ -426,10 +543,12 @@ def _clean_key(value) -> uuid.UUID | None:
 
 @transaction.atomic
 def review_undo(*, user, review_id: int | None = None, now: datetime | None = None) -> dict:
-    """Take back one of this person's reviews (by default the latest) while its candidate is
-    still open, that is before the second review resolved it: nobody else has seen it, so the
-    blind rules hold. The review's content is kept in a `review.undo` event, and the person
-    holds the candidate again (first in their queue) to review it anew.
+    """Take back one of this person's reviews (by default the latest) until its candidate is
+    resolved: nobody else has seen it, so the blind rules hold. A disputed candidate counts as
+    not resolved: refusing there (or hiding the Undo button) would tell the annotator that the
+    other review disagreed; it goes back to open, out of the adjudicators' queue, and the other
+    review waits for this person's new one. The review's content is kept in a `review.undo`
+    event, and the person holds the candidate again (first in their queue) to review it anew.
 
     Returns the withdrawn values (decision, revised_text, reasons, comment) and the candidate.
     """
@@ -446,11 +565,16 @@ def review_undo(*, user, review_id: int | None = None, now: datetime | None = No
         if review is None:
             raise Conflict("You have no review to take back.")
     candidate = _lock_candidate(review.candidate_id)
-    if candidate.status != CandidateStatus.OPEN:
+    if candidate.status not in UNRESOLVED:
         raise Conflict(
             "That review can no longer be changed: its candidate is "
             f"{candidate.get_status_display().lower()} already."
         )
+    if candidate.status == CandidateStatus.DISPUTED:
+        _set_status(
+            candidate, CandidateStatus.OPEN, actor=user, reason="a review was taken back", now=now
+        )
+        AdjudicationClaim.objects.filter(candidate=candidate).delete()
     values = {
         "decision": review.decision,
         "revised_text": review.revised_text,
@@ -557,6 +681,19 @@ def _resolve_pair(candidate: Candidate, first: Review, second: Review, *, now: d
 
 
 # --- adjudication -------------------------------------------------------------------------
+
+
+def adjudication_held(*, user, now: datetime | None = None) -> Claimed | None:
+    """The disputed candidate this adjudicator holds, read only (what a visit of the page
+    shows; adjudication_claim renews it, or takes the next)."""
+    now = now or timezone.now()
+    held = (
+        AdjudicationClaim.objects.filter(adjudicator=user, expires_at__gt=now)
+        .filter(candidate__in=Candidate.objects.adjudicable_by(user))
+        .select_related("candidate__image")
+        .first()
+    )
+    return Claimed(held.candidate, held.expires_at) if held else None
 
 
 def adjudication_claim(*, user, now: datetime | None = None) -> Claimed | None:

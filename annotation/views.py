@@ -24,11 +24,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
 from core import access
 from core.errors import DomainError, TooLarge
 from core.http import refuse
+from core.middleware import takes_upload
 from judging.csv_export import csv_response
 from rubrics.models import Rubric, RubricVersion
 from rubrics.services import revision_queue
@@ -120,7 +122,7 @@ def _progress(user) -> dict:
     start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     return {
         "done_today": Review.objects.filter(annotator=user, created_at__gte=start).count(),
-        "waiting": Candidate.objects.reviewable_by(user).count(),
+        "waiting": Candidate.objects.waiting_for(user).count(),
     }
 
 
@@ -219,39 +221,63 @@ def _today_start():
 
 
 def _review_context(
-    request: HttpRequest, *, error: DomainError | None = None, previous: dict | None = None
+    request: HttpRequest,
+    *,
+    error: DomainError | None = None,
+    previous: dict | None = None,
+    claim: bool = True,
 ) -> dict:
-    claimed = services.review_claim(user=request.user, skip=request.session.get(SKIPPED, []))
+    """The review panel. `claim`: reserve the next candidate (the answers to POSTs); without
+    it (a GET of the page) only the candidate the person holds is shown, and a page without
+    one claims on load (review.html's claim form): a visit changes nothing."""
+    skip = request.session.get(SKIPPED, [])
+    if claim:
+        claimed = services.review_claim(user=request.user, skip=skip)
+    else:
+        claimed = services.review_held(user=request.user, skip=skip)
     last = (
         Review.objects.filter(annotator=request.user, created_at__gte=_today_start())
         .select_related("candidate")
         .order_by("-created_at", "-id")
         .first()
     )
-    progress = _progress(request.user)
-    if claimed and claimed.candidate.status == CandidateStatus.GOLD:
-        progress["waiting"] += 1  # counted as any candidate shown is
     return {
         "claimed": claimed,
         "candidate": claimed.candidate if claimed else None,
+        "claim_on_load": not claim and claimed is None,
         "reason_tags": REASON_TAGS,
-        "progress": progress,
+        "progress": _progress(request.user),
         "training": views_training.training_notice(request.user),
         "error": error,
         "previous": previous or {},
         # A fresh key for each form drawn: the same form sent twice carries the same key.
         "submission_key": uuid.uuid4(),
-        "undoable": last if last and last.candidate.status == CandidateStatus.OPEN else None,
-        "skipped": len(request.session.get(SKIPPED, [])),
+        # Offered until the candidate is resolved: a disputed one looks open to its annotators.
+        "undoable": last if last and last.candidate.status in services.UNRESOLVED else None,
+        "skipped": len(skip),
         "single_keys": single_keys(request.user),
     }
 
 
 @access.role_required(access.ANNOTATOR)
+@require_http_methods(["GET", "POST"])
+@never_cache
 def review_page(request: HttpRequest) -> HttpResponse:
-    if request.GET.get("skipped") == "clear":
-        request.session.pop(SKIPPED, None)
-    context = _review_context(request)
+    """GET shows the candidate the person holds (a visit changes nothing: a link from another
+    site cannot claim); POST claims the next one, which the page does on load with htmx when
+    nothing is held, and the buttons "Check again" and "Show the skipped ones again" without
+    JavaScript. Never kept in the browser's cache: Back and Forward ask for the page anew
+    instead of bringing back a form already sent."""
+    if request.method == "POST":
+        if request.POST.get("skipped") == "clear":
+            request.session.pop(SKIPPED, None)
+        context = _review_context(request)
+        if request.htmx:
+            return render(request, "annotation/review.html#panel", context)
+        if context["claimed"] is not None:
+            return redirect("review")
+        return render(request, "annotation/review.html", context)  # nothing left: said here
+    context = _review_context(request, claim=False)
     reopened = request.session.pop(REOPENED, None)
     if reopened and context["candidate"] and reopened.get("candidate") == context["candidate"].pk:
         context["previous"] = reopened
@@ -305,6 +331,8 @@ def review_skip(request: HttpRequest, candidate_id: int) -> HttpResponse:
         request.session[SKIPPED] = [*skipped, candidate_id][-500:]
     notice = "Skipped: the candidate is back in the pool."
     if not request.htmx:
+        # The next one is claimed here, in the POST: the page the redirect shows only reads.
+        services.review_claim(user=request.user, skip=request.session.get(SKIPPED, []))
         messages.success(request, notice)
         return redirect("review")
     context = _review_context(request)
@@ -313,6 +341,7 @@ def review_skip(request: HttpRequest, candidate_id: int) -> HttpResponse:
 
 
 @access.role_required(access.ANNOTATOR)
+@never_cache
 def review_mine(request: HttpRequest) -> HttpResponse:
     """This person's reviews of today, newest first; each can be changed until its candidate
     is resolved."""
@@ -325,7 +354,8 @@ def review_mine(request: HttpRequest) -> HttpResponse:
     rows = [
         {
             "review": r,
-            "editable": r.candidate.status == CandidateStatus.OPEN,
+            # A disputed candidate reads as one still in review: changeable, as an open one.
+            "editable": r.candidate.status in services.UNRESOLVED,
             "reason_labels": [labels.get(t, t) for t in r.reasons],
         }
         for r in reviews
@@ -373,15 +403,24 @@ def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
             if exc.status in (403, 409):  # the candidate is gone for this person: the next
                 context["notice"] = exc.message
                 context["error"] = None
+                # An answer sent again under its key with another choice: what is recorded,
+                # and the way to change it.
+                context["conflict"] = exc if isinstance(exc, services.SubmissionConflict) else None
                 return render(request, "annotation/review.html#panel", context)
             # htmx swaps a 400 in (base.html's responseHandling): the form again, the field named
             return render(request, "annotation/review.html#panel", context, status=400)
 
+        if isinstance(exc, services.SubmissionConflict) and not request.htmx:
+            # Without JavaScript, the list of today's reviews is where Change is.
+            messages.error(request, exc.message)
+            return redirect("review_mine" if exc.changeable else "review")
         return refuse(request, exc, redirect_to="review", partial=panel)
     feedback = views_training.gold_feedback(answer)  # the expert's answer, after a gold item
     if not request.htmx:
         if feedback:
             request.session[views_training.GOLD_FEEDBACK] = feedback
+        # The next one is claimed here, in the POST: the page the redirect shows only reads.
+        services.review_claim(user=request.user, skip=request.session.get(SKIPPED, []))
         messages.success(request, "Review saved.")
         return redirect("review")
     context = _review_context(request)
@@ -409,7 +448,7 @@ def my_work(request: HttpRequest) -> HttpResponse:
     seconds = sorted(
         mine.filter(created_at__gte=week, seconds__isnull=False).values_list("seconds", flat=True)
     )
-    waiting = Candidate.objects.reviewable_by(user).count()
+    waiting = Candidate.objects.waiting_for(user).count()
     session = figures["today"] + waiting
     return render(
         request,
@@ -434,10 +473,17 @@ def my_work(request: HttpRequest) -> HttpResponse:
 # --- adjudicators -------------------------------------------------------------------------
 
 
-def _adjudication_context(request: HttpRequest, *, error=None, previous=None) -> dict:
-    claimed = services.adjudication_claim(user=request.user)
+def _adjudication_context(
+    request: HttpRequest, *, error=None, previous=None, claim: bool = True
+) -> dict:
+    """The adjudication panel; without `claim` (a GET) only the dispute held, as on /review/."""
+    if claim:
+        claimed = services.adjudication_claim(user=request.user)
+    else:
+        claimed = services.adjudication_held(user=request.user)
     context = {
         "claimed": claimed,
+        "claim_on_load": not claim and claimed is None,
         "candidate": None,
         "error": error,
         "previous": previous or {},
@@ -464,8 +510,19 @@ def _adjudication_context(request: HttpRequest, *, error=None, previous=None) ->
 
 
 @access.role_required(access.ADJUDICATOR)
+@require_http_methods(["GET", "POST"])
+@never_cache
 def adjudicate_page(request: HttpRequest) -> HttpResponse:
-    return render(request, "annotation/adjudicate.html", _adjudication_context(request))
+    """As the review page: GET shows the dispute held, POST claims the next."""
+    if request.method == "GET":
+        context = _adjudication_context(request, claim=False)
+        return render(request, "annotation/adjudicate.html", context)
+    context = _adjudication_context(request)
+    if request.htmx:
+        return render(request, "annotation/adjudicate.html#panel", context)
+    if context["claimed"] is not None:
+        return redirect("adjudicate")
+    return render(request, "annotation/adjudicate.html", context)
 
 
 @access.role_required(access.ADJUDICATOR)
@@ -501,6 +558,7 @@ def adjudicate_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
             f"Decision saved: “{adjudication.revised_text}” is a new candidate of the next round."
         )
     if not request.htmx:
+        services.adjudication_claim(user=request.user)  # the next, claimed in the POST
         messages.success(request, notice)
         return redirect("adjudicate")
     context = _adjudication_context(request)
@@ -785,14 +843,18 @@ def question_correct(request: HttpRequest, question_id: int) -> HttpResponse:
 
 
 def _safe_next(request: HttpRequest) -> bool:
+    """Whether `next` is a path on this site. Only a path that starts with "/": redirect()
+    takes a bare word for a URL name (`next=id` raised NoReverseMatch) and a relative one
+    would land beneath the address that was posted to."""
     from django.utils.http import url_has_allowed_host_and_scheme
 
-    target = request.POST.get("next")
-    return bool(target) and url_has_allowed_host_and_scheme(
+    target = request.POST.get("next") or ""
+    return target.startswith("/") and url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     )
 
 
+@takes_upload("IMPORT_MAX_TOTAL_BYTES", "IMPORT_MAX_MANIFEST_BYTES")
 @access.role_required(access.ADMIN)
 @require_http_methods(["GET", "POST"])
 def import_page(request: HttpRequest) -> HttpResponse:

@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from core import access
 from core.errors import TooLarge
 from core.http import ErrorSerializer, rendered
+from core.middleware import takes_upload
 
 from .crag_mm import SPLITS, crag_mm_from_upload
 from .importing import ImportProblems
@@ -68,6 +69,7 @@ class CragMmProblemsSerializer(serializers.Serializer):
     field = serializers.CharField(required=False)
 
 
+@takes_upload("IMPORT_MAX_TOTAL_BYTES", "IMPORT_MAX_MANIFEST_BYTES")
 @access.role_required(access.ADMIN)
 def import_crag_mm_page(request: HttpRequest) -> HttpResponse:
     context: dict = {"splits": SPLITS}
@@ -115,10 +117,13 @@ def import_crag_mm_page(request: HttpRequest) -> HttpResponse:
         401: ErrorSerializer,
         403: ErrorSerializer,
         413: OpenApiResponse(
-            ErrorSerializer, description="the entities file is over IMPORT_MAX_MANIFEST_BYTES"
+            ErrorSerializer,
+            description="the entities file is over IMPORT_MAX_MANIFEST_BYTES, or the body "
+            "over the upload caps (or over 5 MB from anyone but an admin), refused unread",
         ),
     },
 )
+@takes_upload("IMPORT_MAX_TOTAL_BYTES", "IMPORT_MAX_MANIFEST_BYTES")
 @api_view(["POST"])
 @parser_classes([MultiPartParser])
 @access.role_required(access.ADMIN, message="Only admins import images.")

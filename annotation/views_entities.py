@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from core import access
@@ -53,6 +54,7 @@ def _panel(request: HttpRequest, **kwargs) -> HttpResponse:
 
 
 @access.role_required(access.ANNOTATOR)
+@never_cache  # a form for live work: Back and Forward ask for it anew, never a copy sent before
 def entity_page(request: HttpRequest) -> HttpResponse:
     if request.GET.get("skipped") == "clear":
         request.session.pop(SKIPPED, None)

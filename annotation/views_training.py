@@ -11,11 +11,13 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
 from core import access
 from core.errors import DomainError, TooLarge
 from core.http import refuse
+from core.middleware import takes_upload
 from rubrics.services import version_diff
 
 from . import audits, gold
@@ -115,6 +117,7 @@ def training_rows() -> list[dict]:
     return rows
 
 
+@takes_upload("IMPORT_MAX_MANIFEST_BYTES")
 @access.role_required(access.ADMIN)
 @require_http_methods(["GET", "POST"])
 def training_page(request: HttpRequest) -> HttpResponse:
@@ -179,10 +182,11 @@ def training_change(request: HttpRequest, user_id: int) -> HttpResponse:
 # --- audits of reviews (adjudicators) ---------------------------------------------------------
 
 
-def _review_audit_context(request: HttpRequest, *, error=None, previous=None) -> dict:
+def _review_audit_context(request: HttpRequest, *, error=None, previous=None, draw=True) -> dict:
     from .views import single_keys, word_diff
 
-    audits.review_audits_draw()
+    if draw:
+        audits.review_audits_draw()
     open_to = audits.review_audits_open_to(request.user)
     audit = (
         open_to.select_related(
@@ -195,6 +199,7 @@ def _review_audit_context(request: HttpRequest, *, error=None, previous=None) ->
     )
     context = {
         "audit": audit,
+        "claim_on_load": not draw and audit is None,
         "waiting": open_to.count(),
         "error": error,
         "previous": previous or {},
@@ -216,8 +221,24 @@ def _review_audit_context(request: HttpRequest, *, error=None, previous=None) ->
 
 
 @access.role_required(access.ADJUDICATOR)
+@require_http_methods(["GET", "POST"])
+@never_cache
 def audit_page(request: HttpRequest) -> HttpResponse:
-    return render(request, "annotation/audit.html", _review_audit_context(request))
+    return _drawn_page(request, "audit", _review_audit_context)
+
+
+def _drawn_page(request: HttpRequest, page: str, make_context) -> HttpResponse:
+    """An audit page: GET shows the audits drawn already and draws none (a link from another
+    site cannot draw); POST draws those due, then shows the next (the page sends it on load
+    when none waits, and "Check again" sends it)."""
+    if request.method == "GET":
+        return render(request, f"annotation/{page}.html", make_context(request, draw=False))
+    context = make_context(request)
+    if request.htmx:
+        return render(request, f"annotation/{page}.html#panel", context)
+    if context["audit"] is not None:
+        return redirect(page)
+    return render(request, f"annotation/{page}.html", context)  # nothing due: said here
 
 
 @access.role_required(access.ADJUDICATOR)
@@ -263,10 +284,11 @@ def _audit_submit(request, audit_id, give, make_context, *, page: str, notice: s
 # --- audits of rubric rounds (revisers) -------------------------------------------------------
 
 
-def _round_audit_context(request: HttpRequest, *, error=None, previous=None) -> dict:
+def _round_audit_context(request: HttpRequest, *, error=None, previous=None, draw=True) -> dict:
     from .views import single_keys
 
-    audits.round_audits_draw()
+    if draw:
+        audits.round_audits_draw()
     open_to = audits.round_audits_open_to(request.user)
     audit = (
         open_to.select_related(
@@ -277,6 +299,7 @@ def _round_audit_context(request: HttpRequest, *, error=None, previous=None) -> 
     )
     context = {
         "audit": audit,
+        "claim_on_load": not draw and audit is None,
         "waiting": open_to.count(),
         "error": error,
         "previous": previous or {},
@@ -297,8 +320,10 @@ def _round_audit_context(request: HttpRequest, *, error=None, previous=None) -> 
 
 
 @access.role_required(access.RUBRIC_REVISER)
+@require_http_methods(["GET", "POST"])
+@never_cache
 def round_audit_page(request: HttpRequest) -> HttpResponse:
-    return render(request, "annotation/round_audit.html", _round_audit_context(request))
+    return _drawn_page(request, "round_audit", _round_audit_context)
 
 
 @access.role_required(access.RUBRIC_REVISER)

@@ -52,8 +52,8 @@ from django.contrib.auth.models import Group, User  # noqa: E402
 from django.db import IntegrityError, connection, transaction  # noqa: E402
 from django.db.models import ProtectedError, RestrictedError  # noqa: E402
 from django.utils import timezone  # noqa: E402
+from knox.models import AuthToken  # noqa: E402
 from PIL import Image as PILImage  # noqa: E402
-from rest_framework.authtoken.models import Token  # noqa: E402
 
 from annotation.models import (  # noqa: E402
     REASON_KEYS,
@@ -149,7 +149,6 @@ def bench_users() -> tuple[list[User], list[User]]:
             user.set_unusable_password()
             user.save(update_fields=["password"])
         user.groups.add(group)
-        Token.objects.get_or_create(user=user)
         return user
 
     annotators = [
@@ -162,7 +161,10 @@ def bench_users() -> tuple[list[User], list[User]]:
 
 
 def write_tokens(path: Path, annotators: list[User]) -> None:
-    tokens = dict(Token.objects.filter(user__in=annotators).values_list("user__username", "key"))
+    """A fresh token per annotator, written where review_load.py reads them: only a hash of a
+    token is stored, so a run's tokens replace the last run's."""
+    AuthToken.objects.filter(user__in=annotators).delete()
+    tokens = {u.username: AuthToken.objects.create(user=u, expiry=None)[1] for u in annotators}
     path.parent.mkdir(parents=True, exist_ok=True)
     rows = [{"username": u.username, "token": tokens[u.username]} for u in annotators]
     path.write_text(json.dumps({"annotators": rows}, indent=1) + "\n")
@@ -595,7 +597,7 @@ def main(argv=None) -> int:
         summary = insert(rng, args, annotators, adjudicators)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            for model in [*annotation_models(), Token, User]:
+            for model in [*annotation_models(), AuthToken, User]:
                 cursor.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
     write_tokens(args.tokens, annotators)
     summary["seconds"] = round(time.monotonic() - started, 1)

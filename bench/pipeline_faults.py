@@ -3,14 +3,17 @@ kind the fake has (issue 10, "Done when"). Run by hand, not by CI.
 
 On a small generated set (default 30 images) it runs, in order: generation (A.1), two
 annotators accepting each image's first candidate, the guard (A.2), rubric construction (A.3),
-refinement round 1 with its audit (A.4), a human round, refinement round 2, answer collection
-and judging. Each stage is estimated and launched through the same services as the console and
-`launch_job`; its chunks run in this process (the real chunk runner, gateway and google-genai
-client, talking to tests/fake_llm.py on loopback). The fake answers each call as the demo
+refinement round 1 with its audit (A.4), a human round (each rubric's first check edited and a
+check added), refinement round 2, answer collection and judging. Each stage is estimated and
+launched through the same services as the console and `launch_job`; its chunks run in this
+process (the real chunk runner, gateway and google-genai client, talking to tests/fake_llm.py
+on loopback). The fake answers each call as the demo
 provider would (llm/demo_provider.py: answers that keep the method's rules), and --rate of the
 requests get each fault of tests/fake_llm.py's FAULTS (default 10% each: 429, 500/503,
 timeout, malformed JSON, schema-invalid JSON, connection reset, rule-breaking valid JSON,
-ids the prompt never gave).
+ids the prompt never gave, a human change lost or reverted by the rebuild). With
+--schema-only the fake answers from each call's response schema alone instead (never an id
+read out of the prompt), with no faults unless --modes names some.
 
 Per stage it prints: items, done, failed (reasons counted), calls made (the ledger's rows,
 every request and retry) against the requests the fake saw and against the estimate given
@@ -23,12 +26,12 @@ Exit status 0 when that holds, 1 otherwise.
     .venv/bin/python bench/pipeline_faults.py                  # 30 images, 10% of each fault
     .venv/bin/python bench/pipeline_faults.py --images 100 --rate 0.05 --seed 3
     .venv/bin/python bench/pipeline_faults.py --modes rule_breaking ignores_ids --rate 0.3
+    .venv/bin/python bench/pipeline_faults.py --schema-only      # issue 21: ids from the schema
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -44,72 +47,6 @@ sys.path.insert(0, str(REPO))
 MODEL = "gemini-faults"
 DOMAINS = ("food", "places", "animals", "objects", "plants")
 CLIENT_TIMEOUT_S = 2.0  # the gateway's timeout; a "timeout" fault answers after 2.5 s
-
-
-# ---------------------------------------------------------------------------------------------
-# The fake's answers: the demo provider's, sent as Gemini would send them.
-
-
-def _prompt_of(body: dict[str, Any]) -> str:
-    """The system text and the first user turn, as the demo provider reads a request (the
-    repair turns after it are left out: a repair gets the right answer anew)."""
-    system = " ".join(
-        part.get("text", "") for part in (body.get("systemInstruction") or {}).get("parts", [])
-    )
-    contents = body.get("contents") or [{}]
-    parts = [part.get("text", "") for part in contents[0].get("parts", []) if "text" in part]
-    return "\n".join(text for text in (system, *parts) if text)
-
-
-def _grounding_metadata(text: str, found: dict[str, Any]) -> dict[str, Any]:
-    """The demo's (uri, title) chunks and supported texts as Gemini's groundingMetadata."""
-    data = text.encode()
-    supports = []
-    for said, indices in found["supports"]:
-        start = data.find(said.encode())
-        supports.append(
-            {
-                "segment": {
-                    "startIndex": start,
-                    "endIndex": start + len(said.encode()),
-                    "text": said,
-                },
-                "groundingChunkIndices": indices,
-            }
-        )
-    return {
-        "groundingChunks": [
-            {"web": {"uri": uri, "title": title}} for uri, title in found["chunks"]
-        ],
-        "groundingSupports": supports,
-    }
-
-
-def pipeline_reply(recorded: Any) -> Any:
-    from llm import demo_provider
-    from tests.fake_llm import Reply
-
-    body = recorded.body
-    prompt = _prompt_of(body)
-    tools = json.dumps(body.get("tools", []))
-    if "googleSearch" in tools or "urlContext" in tools:
-        names = ("url_context",) if "urlContext" in tools else ("google_search",)
-        text, found = demo_provider.grounded_answer(prompt, names)
-        if "urlContext" in tools:
-            urls = [
-                {"retrievedUrl": url, "urlRetrievalStatus": status}
-                for url, status in found["url_statuses"]
-            ]
-            return Reply(text=text, url_context={"urlMetadata": urls})
-        return Reply(text=text, grounding=_grounding_metadata(text, found))
-    schema = (body.get("generationConfig") or {}).get("responseJsonSchema")
-    if not schema:
-        return Reply(text=demo_provider.free_text_answer(prompt))
-    build = demo_provider.ANSWERS.get(schema.get("title", ""))
-    answer = (
-        build(None, prompt) if build else demo_provider.from_json_schema(schema, prompt)  # type: ignore[arg-type]
-    )
-    return Reply(text=json.dumps(answer, ensure_ascii=False))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -324,13 +261,35 @@ def accept_first_candidates(users: dict[str, Any]) -> int:
 
 
 def human_round(reviser: Any) -> int:
+    """Every rubric waiting for round 1 revised: its first check's text edited and a check
+    added (two changes that refinement round 2 must carry or drop with a reason), completed."""
     from rubrics import services
 
     done = 0
     while (version := services.revision_claim(user=reviser)) is not None and done < 10_000:
-        services.revision_complete(user=reviser, version_id=version.pk, revision=version.revision)
+        first = version.checks.order_by("position").first()
+        for action, fields in (
+            (services.check_edit_text, {"check_pk": first.pk, "text": "Edited by the bench."}),
+            (services.check_add, {"text": "Added by the bench.", "tier": "valuable"}),
+            (services.revision_complete, {}),
+        ):
+            version.refresh_from_db()
+            action(user=reviser, version_id=version.pk, revision=version.revision, **fields)
         done += 1
     return done
+
+
+def human_changes_kept() -> str:
+    from collections import Counter as Tally
+
+    from rubrics.models import RubricVersion, Stage
+
+    outcomes = Tally(
+        change["outcome"]
+        for version in RubricVersion.objects.filter(stage=Stage.LLM_REFINED_2)
+        for change in version.human_changes or []
+    )
+    return ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items())) or "none"
 
 
 def construction(run: Run, key: str, user: Any) -> Any:
@@ -374,6 +333,12 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=0.1, help="share of requests per fault")
     parser.add_argument("--modes", nargs="+", default=None, help="fault kinds (default: all)")
     parser.add_argument("--seed", type=int, default=0, help="which requests get the faults")
+    parser.add_argument(
+        "--schema-only",
+        action="store_true",
+        help="the fake answers from the response schema alone (tests/fake_llm.py, "
+        "schema_only_reply), not as the demo provider; no faults unless --modes names some",
+    )
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="gamut-pipeline-faults-"))
@@ -396,16 +361,19 @@ def main() -> None:
     from llm.gateway import GatewaySettings
     from llm.models import LLMModel
     from llm.tasks import run_job_chunk
-    from tests.fake_llm import FAULTS, GEMINI_KEY, start_fake_llm
+    from tests.fake_llm import FAULTS, GEMINI_KEY, demo_reply, schema_only_reply, start_fake_llm
 
-    modes = args.modes or list(FAULTS)
+    modes = args.modes if args.modes is not None else ([] if args.schema_only else list(FAULTS))
     unknown = [m for m in modes if m not in FAULTS]
     if unknown or args.rate * len(modes) > 1:
         raise SystemExit(f"modes among {FAULTS}, rates adding up to at most 1")
     call_command("migrate", verbosity=0)
     run_job_chunk.delay_on_commit = lambda job_id: None  # this process runs the chunks
     fake, server = start_fake_llm()
-    fake.responder = pipeline_reply
+    # Schema-only: what a model decides on content, which no schema says (never an id): the
+    # guard's candidates are specific, a human change it did not read is dropped with a reason.
+    schema_only = schema_only_reply({"boilerplate": False, "outcome": "dropped"})
+    fake.responder = schema_only if args.schema_only else demo_reply
     # A client that gave up (a timeout) resets its connection: no traceback for each.
     server.handle_error = lambda request, address: None
     for mode in modes:
@@ -441,6 +409,7 @@ def main() -> None:
         construction(run, "refine1", root)
         print(f"{'':<16} human round 1: {human_round(users['rev'])} rubrics completed")
         construction(run, "refine2", root)
+        print(f"{'':<16} human changes in refinement 2: {human_changes_kept()}", flush=True)
         judging(run, "collect", {"model": evaluated, "setting": "multimodal"}, root)
         judging(run, "judge", {"judge": judge, "models": [], "settings": [], "batch": False}, root)
         pages_answer(run, root)

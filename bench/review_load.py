@@ -105,7 +105,7 @@ class Stats:
     errors: int = 0
     conflicts: int = 0
     error_samples: list[str] = field(default_factory=list)
-    submitted: list[int] = field(default_factory=list)  # review ids from 201 responses
+    submitted: list[str] = field(default_factory=list)  # review ids (opaque) from 201s
     decisions: dict[str, int] = field(default_factory=dict)
     users_out_of_work: int = 0
 
@@ -189,7 +189,7 @@ async def annotator(
             review_id = None
             if response.status_code == 201:
                 with contextlib.suppress(ValueError, KeyError, TypeError):
-                    review_id = int(response.json()["id"])
+                    review_id = str(response.json()["id"])
             if review_id is not None:
                 stats.record("submit", 201, t0, True)
                 stats.submitted.append(review_id)
@@ -253,6 +253,7 @@ def check_database(stats: Stats, started_at: datetime) -> dict[str, int | list]:
     django.setup()
     from django.db.models import Count
 
+    from annotation.api import review_public_id
     from annotation.models import (
         Adjudication,
         Candidate,
@@ -350,10 +351,13 @@ def check_database(stats: Stats, started_at: datetime) -> dict[str, int | list]:
         if status == CandidateStatus.REVISED and c["round"] + 1 not in children.get(cid, []):
             found["revised_without_child"].append(cid)
 
-    in_db = set(Review.objects.filter(id__in=stats.submitted).values_list("id", flat=True))
+    # The API's review ids are opaque (annotation.api.review_public_id): matched through it.
+    in_db = {review_public_id(r) for r in Review.objects.only("id")}
     found["submitted_review_missing"] = sorted(set(stats.submitted) - in_db)
-    written = set(Review.objects.filter(created_at__gte=started_at).values_list("id", flat=True))
-    found["reviews_written_without_a_201"] = sorted(written - set(stats.submitted))
+    written = {review_public_id(r): r.pk for r in Review.objects.filter(created_at__gte=started_at)}
+    found["reviews_written_without_a_201"] = sorted(
+        pk for public, pk in written.items() if public not in set(stats.submitted)
+    )
 
     summary: dict[str, int | list] = {name: len(ids) for name, ids in found.items()}
     summary["examples"] = [f"{name}: {ids[:5]}" for name, ids in found.items() if ids]

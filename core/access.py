@@ -100,13 +100,28 @@ def require_role(user, *wanted: str, message: str | None = None) -> None:
         raise PermissionDenied(f"This page is for {audience}.")
 
 
+def audience(role: str) -> str:
+    """The people of a role, in words ("admins")."""
+    return "members of the project" if role == MEMBER else _AUDIENCE[role]
+
+
 def _token_user(request):
     """The user of an `Authorization: Token <key>` header (the API's credentials), None when
     there is no such header; AuthenticationFailed (401) for a wrong key."""
-    from rest_framework.authentication import TokenAuthentication
+    from .auth import TokenAuthentication
 
     found = TokenAuthentication().authenticate(request)
     return found[0] if found else None
+
+
+def api_token_user(request):
+    """The user of a valid API token the request carries, else None (no token, a wrong one)."""
+    from rest_framework.exceptions import AuthenticationFailed
+
+    try:
+        return _token_user(request)
+    except AuthenticationFailed:
+        return None
 
 
 def role_required(*wanted: str, message: str | None = None, api_token: bool = False) -> Callable:

@@ -1,17 +1,27 @@
-"""The input boundary: every request's path, query, form fields, uploaded file names and JSON
-body are looked at once, before any view or the database, for what no field may hold (control
-characters, lone surrogates, values over core.text.MAX_VALUE). Field limits and formats are
-the services' and serializers' business; this is the floor under them."""
+"""The input boundary, in two steps before any view or the database.
+
+RequestSizeMiddleware: a body is refused by its Content-Length before a byte of it is read or
+spooled to a temporary file: at most DATA_UPLOAD_MAX_MEMORY_SIZE for every address, more only
+for the addresses that take an upload (`@takes_upload`) and from the people who may send one.
+
+InputBoundaryMiddleware: every request's path, query, form fields, uploaded file names and JSON
+body are looked at once for what no field may hold (control characters, lone surrogates, values
+over core.text.MAX_VALUE). Field limits and formats are the services' and serializers'
+business; this is the floor under them."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth import get_user
 from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
+from django.urls import Resolver404, resolve
 
+from . import access
 from .http import error_response
 from .text import MAX_VALUE, bad_character
 
@@ -100,3 +110,81 @@ class InputBoundaryMiddleware:
         except RecursionError:
             return "body", "body: the JSON nests too deeply."
         return None
+
+
+# What a multipart body carries beside the files an import's caps count: the parts' headers,
+# and a zip's own headers and directory (about 100 bytes a member).
+UPLOAD_OVERHEAD = 16 * 1024 * 1024
+
+
+def takes_upload(*caps: str, role: str = access.ADMIN) -> Callable:
+    """Marks a view whose body may be larger than DATA_UPLOAD_MAX_MEMORY_SIZE: up to the sum of
+    the named settings (and UPLOAD_OVERHEAD), from a person holding `role`. Outermost, so that
+    the function the URL resolves to carries it."""
+
+    def mark(view: Callable) -> Callable:
+        view.upload_caps = caps
+        view.upload_role = role
+        return view
+
+    return mark
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1024 / 1024:,.1f} MB"
+
+
+class RequestSizeMiddleware:
+    """Refuses a body by its Content-Length before it is read: a 300 MB post to /login/, or
+    an upload from someone who may not upload, costs the server nothing. After the session
+    middleware (who is asking); before anything that reads the body (InputBoundaryMiddleware,
+    CSRF). A body without a Content-Length (chunked) is not read by Django at all."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        try:
+            size = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            size = 0  # what Django reads of such a body: nothing
+        small = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if small is None or size <= small:
+            return self.get_response(request)
+        refused = self._refusal(request, size, small)
+        if refused is None:
+            return self.get_response(request)
+        # The server closes the connection (gunicorn's sync workers always do; its threaded
+        # ones after draining at most 64 KB): the unread body is never read.
+        return error_response(request, 413, refused)
+
+    def _refusal(self, request: HttpRequest, size: int, small: int) -> str | None:
+        try:
+            view = resolve(request.path_info).func
+        except Resolver404:
+            view = None
+        caps = getattr(view, "upload_caps", None)
+        if not caps:
+            return (
+                f"The request is {_mb(size)}; this address takes at most {_mb(small)}, so it "
+                "was refused unread."
+            )
+        role = view.upload_role
+        if not access.has_role(self._person(request), role):
+            return (
+                f"The request is {_mb(size)}; only {access.audience(role)}, logged in, may send "
+                f"more than {_mb(small)} here, so it was refused unread."
+            )
+        cap = sum(getattr(settings, name) for name in caps) + UPLOAD_OVERHEAD
+        if size > cap:
+            return (
+                f"The upload is {_mb(size)}, over the {_mb(cap)} this import takes "
+                f"({' + '.join(caps)}); split it into smaller imports. It was refused unread."
+            )
+        return None
+
+    @staticmethod
+    def _person(request: HttpRequest):
+        """The API token's person when the request carries one, else the session's."""
+        token = access.api_token_user(request)
+        return token if token is not None else get_user(request)

@@ -24,7 +24,10 @@ AROUND_EVERY_VIEW = {
     "404": "no such object, or an address that matches no route",
     "406": "the Accept header asks for a format this operation does not give",
 }
-WITH_A_BODY = {"415": "a body in a format this operation does not read"}
+WITH_A_BODY = {
+    "413": "a body over 5 MB (DATA_UPLOAD_MAX_MEMORY_SIZE), refused unread",
+    "415": "a body in a format this operation does not read",
+}
 
 
 def document_errors(result: dict[str, Any], generator, request, public) -> dict[str, Any]:

@@ -72,7 +72,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
@@ -87,12 +87,17 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: the forwarded headers of anyone but our proxies are gone before anything reads them.
+    # Outermost: it sees every response, to tell gunicorn's access log the client and the user.
+    "gamut_site.logs.access_log_middleware",
+    # Then: the forwarded headers of anyone but our proxies are gone before anything reads them.
     "gamut_site.proxies.forwarded_headers_middleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Before anything reads the body: a large one from anyone who may not upload is refused
+    # by its Content-Length, unread (after the session: it asks who is sending).
+    "core.middleware.RequestSizeMiddleware",
     # Before CSRF and every view: no control character or runaway value gets further.
     "core.middleware.InputBoundaryMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -227,6 +232,8 @@ STORAGES = {
         else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
+# The largest body any address takes (core.middleware.RequestSizeMiddleware refuses a larger
+# one unread); the import and gold upload addresses take their caps below, from admins only.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
@@ -241,9 +248,15 @@ IMPORT_MAX_MEMBERS = envint("IMPORT_MAX_MEMBERS", 20_000)  # entries in one zip
 # The manifest (and the CRAG-MM entities file) an upload may carry: read whole into memory, so
 # capped before a byte of it is read. 100,000 lines of a few hundred bytes fit.
 IMPORT_MAX_MANIFEST_BYTES = envint("IMPORT_MAX_MANIFEST_BYTES", 64 * 1024 * 1024)
-# Pillow's MAX_IMAGE_PIXELS (set from this at start-up): a larger image is refused unread, so a
-# small file that decodes to gigabytes (a decompression bomb) never does. Pillow's own default.
-IMAGE_MAX_PIXELS = envint("IMAGE_MAX_PIXELS", 89_478_485)
+# What an image may make a browser or a model decode, read from its header before a pixel is:
+# width x height x frames (Pillow's MAX_IMAGE_PIXELS is set from it at start-up, so a small
+# file that decodes to gigabytes never does), the longer side, the frames of an animation, and
+# the metadata it carries (ICC profile, EXIF, XMP, text). 50 million pixels is the largest
+# phone camera's photo.
+IMAGE_MAX_PIXELS = envint("IMAGE_MAX_PIXELS", 50_000_000)
+IMAGE_MAX_SIDE = envint("IMAGE_MAX_SIDE", 12_000)
+IMAGE_MAX_FRAMES = envint("IMAGE_MAX_FRAMES", 100)
+IMAGE_MAX_METADATA_BYTES = envint("IMAGE_MAX_METADATA_BYTES", 1024 * 1024)
 
 # Security.
 # Django's database sessions, read by a query compiled once (every request reads the session).
@@ -281,7 +294,7 @@ CONTENT_SECURITY_POLICY = {
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first: an unauthenticated script gets 401 with a WWW-Authenticate header.
-        "rest_framework.authentication.TokenAuthentication",
+        "core.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -295,12 +308,26 @@ REST_FRAMEWORK = {
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "EXCEPTION_HANDLER": "core.http.api_exception_handler",
 }
+# API tokens (django-rest-knox): only a hash of each is stored (SHA-512), so a copy of the
+# database opens no account. `manage.py api_token USERNAME` makes one and shows it once; it
+# lasts API_TOKEN_DAYS (0: until revoked). A token starts with "gamut_", so a leaked one is
+# recognisable.
+API_TOKEN_DAYS = envint("API_TOKEN_DAYS", 90)
+REST_KNOX = {
+    "TOKEN_TTL": timedelta(days=API_TOKEN_DAYS) if API_TOKEN_DAYS > 0 else None,
+    "TOKEN_PREFIX": "gamut_",
+    "AUTO_REFRESH": False,  # a request never writes: the expiry is fixed when it is made
+    "AUTH_HEADER_PREFIX": "Token",
+}
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "GAMUT review platform API",
     "DESCRIPTION": (
         "Question review for the GAMUT benchmark. Authenticate with a session (log in at /login/) "
-        "or with `Authorization: Token <key>` (an admin creates keys with "
-        "`python manage.py drf_create_token USERNAME`)."
+        "or with `Authorization: Token <token>`. An admin makes a token with `python manage.py "
+        "api_token USERNAME` (or in /admin/ -> Auth tokens -> Add); it is shown once, only its "
+        "hash is kept, and it lasts API_TOKEN_DAYS days (90 by default). `python manage.py "
+        "api_token USERNAME --revoke` ends every token of that person."
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
@@ -351,12 +378,25 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# The web, the worker and beat log alike (gamut_site/celery.py hands Celery this too): time,
+# level, logger, then who asked for a request's lines (a 500 names its user) or the job of a
+# worker's task (gamut_site/logs.py). The access log is gunicorn's (deploy/gunicorn.conf.py).
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"context": {"()": "gamut_site.logs.LogContext"}},
+    "formatters": {
+        "line": {"format": "%(asctime)s %(levelname)s %(name)s%(context)s: %(message)s"}
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["context"], "formatter": "line"}
+    },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        # One INFO line for every model call (thousands a minute in a job): the ledger has them.
+        "httpx": {"level": "WARNING"},
+    },
 }
 
 # LLM gateway (llm/gateway.py). Keys and addresses come from the environment; the base URLs are

@@ -2,6 +2,7 @@ from csp.decorators import csp_update
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
+from django.views.decorators.http import require_safe
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from annotation import (
@@ -233,10 +234,12 @@ urlpatterns = [
     ),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # Swagger UI (served from the sidecar wheel) styles itself inline; its page alone allows that.
+    # A page, not an API: DRF's OPTIONS answer (a dict) has no template to render it with, so
+    # anything but GET gets the site's 405 page before DRF sees it.
     path(
         "api/docs/",
         csp_update({"style-src": ["'unsafe-inline'"]})(
-            SpectacularSwaggerSplitView.as_view(url_name="schema")
+            require_safe(SpectacularSwaggerSplitView.as_view(url_name="schema"))
         ),
         name="api_docs",
     ),

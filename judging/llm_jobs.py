@@ -43,7 +43,7 @@ from llm.jobs import (
     register_kind,
 )
 from llm.models import Job, LLMModel, Provider
-from llm.prompts import Prompt, load_prompt
+from llm.prompts import Prompt, load_prompt, render_text
 from rubrics.models import RubricCheck
 from rubrics.services import final_versions_of
 
@@ -124,14 +124,14 @@ class JudgeTemplate:
     def prefix(self, *, inputs: dict[str, str], photo: ImagePart | None) -> list[PromptPart]:
         """The part shared by a response's calls, rendered from judge_inputs' values."""
         head, middle, _ = self.parts()
-        prefix: list[PromptPart] = [head.format_map(inputs)]
+        prefix: list[PromptPart] = [render_text(head, inputs)]
         if photo is not None:
             prefix.append(photo)
-        prefix.append(middle.format_map(inputs))
+        prefix.append(render_text(middle, inputs))
         return prefix
 
     def check(self, *, tier: str, text: str) -> str:
-        return self.parts()[2].format_map({"tier": tier.replace("_", " "), "check": text})
+        return render_text(self.parts()[2], {"tier": tier.replace("_", " "), "check": text})
 
 
 def judge_template(version: int | None = None) -> JudgeTemplate:

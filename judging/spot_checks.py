@@ -68,6 +68,15 @@ def spot_checks_draw(*, count: int, user: Any, seed: int | None = None) -> int:
     return len(chosen)
 
 
+def spot_check_held(*, user: Any, now: datetime | None = None) -> SpotCheck | None:
+    """The spot check this grader holds and may still grade, read only (what a visit of the
+    page shows; spot_check_claim renews it, or takes the next)."""
+    now = now or timezone.now()
+    return SpotCheck.objects.filter(
+        _waiting_for(user), claimed_by=user, claimed_until__gt=now
+    ).first()
+
+
 def spot_check_claim(*, user: Any, now: datetime | None = None) -> SpotCheck | None:
     """The grader's current spot check (renewed), or the next ungraded one nobody holds."""
     now = now or timezone.now()

@@ -9,7 +9,8 @@ import math
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from core import access
 
@@ -26,6 +27,7 @@ from .spot_checks import (
     judge_agreement,
     spot_check_claim,
     spot_check_grade,
+    spot_check_held,
     spot_check_progress,
     spot_check_view,
     spot_checks_draw,
@@ -37,13 +39,11 @@ MAX_AUDIT = 20_000
 AUDIT_SIZES = (200, 500, 1_000, 2_000, 5_000)
 
 
-@access.role_required(access.RUBRIC_REVISER, access.ADMIN)
-@require_GET
-def grade_page(request: HttpRequest) -> HttpResponse:
-    spot = spot_check_claim(user=request.user)
+def _grade_context(spot: SpotCheck | None, *, claim_on_load: bool = False) -> dict:
     context = {
         "progress": spot_check_progress(),
         "grades": [(v, VerdictValue(v).label, n) for n, v in enumerate(GRADES, 1)],
+        "claim_on_load": claim_on_load,
     }
     if spot is not None:
         context["second"] = spot.double and spot.graded_at is not None
@@ -51,7 +51,26 @@ def grade_page(request: HttpRequest) -> HttpResponse:
             "response__question__image", "check_row__version"
         ).get(pk=spot.pk)
         context.update(spot_check_view(spot))
-    return render(request, "judging/spot_grade.html", context)
+    return context
+
+
+@access.role_required(access.RUBRIC_REVISER, access.ADMIN)
+@require_http_methods(["GET", "POST"])
+@never_cache
+def grade_page(request: HttpRequest) -> HttpResponse:
+    """GET shows the spot check the grader holds and claims nothing (a link from another site
+    cannot); POST claims the next, as the page does on load with htmx when none is held, and
+    its button without JavaScript."""
+    if request.method == "GET":
+        spot = spot_check_held(user=request.user)
+        context = _grade_context(spot, claim_on_load=spot is None)
+        return render(request, "judging/spot_grade.html", context)
+    spot = spot_check_claim(user=request.user)
+    if request.htmx:
+        return render(request, "judging/spot_grade.html#panel", _grade_context(spot))
+    if spot is not None:
+        return redirect("spot_checks")
+    return render(request, "judging/spot_grade.html", _grade_context(None))  # none left
 
 
 @access.role_required(access.RUBRIC_REVISER, access.ADMIN)
@@ -66,6 +85,9 @@ def grade_submit(request: HttpRequest, spot_check_id: int) -> HttpResponse:
         )
     except SpotCheckError as exc:
         messages.error(request, f"Not saved: {exc}.")
+    else:
+        # The next one is claimed here, in the POST: the page the redirect shows only reads.
+        spot_check_claim(user=request.user)
     return redirect("spot_checks")
 
 

@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from .models import LedgerEntry, LLMModel
+from .parameters import ALLOWED, allowed_names
 
 
 @admin.register(LLMModel)
@@ -16,6 +17,19 @@ class LLMModelAdmin(admin.ModelAdmin):
         "active",
     ]
     list_filter = ["provider", "active"]
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "parameters":
+            # What each provider takes, where the admin types them (LLMModel.clean checks).
+            field.help_text = (
+                'Generation settings as a JSON object, e.g. {"temperature": 0.2}. '
+                + " ".join(
+                    f"{provider}: {', '.join(allowed_names(provider))}." for provider in ALLOWED
+                )
+                + " Nothing else is taken: where requests go comes from the environment."
+            )
+        return field
 
 
 @admin.register(LedgerEntry)

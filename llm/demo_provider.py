@@ -11,7 +11,9 @@ prompt it sent. Each stage's answer keeps the method's rules, so the stage runs 
 - the audit (URL context): "sN: verified" for each snippet listed, every URL retrieved;
 - the layout: a fact, a strict list, a flexible list and a process citing the listed snippets,
   which the compiler accepts;
-- the rebuild: every input item kept (citing only listed snippets) plus one new fact;
+- the rebuild: every input item kept (citing only listed snippets), each change of a human
+  round carried into the items (or dropped with a reason where the demo cannot), plus one new
+  fact;
 - judging: an answer text, and verdicts among the four, fixed by a hash of the prompt.
 
 A schema without an answer of its own gets one built from its JSON Schema (every field filled,
@@ -34,6 +36,7 @@ from typing import Any
 from django.conf import settings
 from pydantic import BaseModel
 
+from .fencing import fenced_texts, outside_fences
 from .models import Provider
 from .providers import (
     GatewayError,
@@ -106,14 +109,24 @@ def _digest(*parts: str) -> str:
 
 
 def _field(prompt: str, name: str, default: str) -> str:
-    """A `name: value` line of the prompt (the templates give entity and domain so)."""
+    """The value the prompt gives as `name`: its fence (`{name:fence}`), else a `name: value`
+    line (templates from before fences)."""
+    for label, text in fenced_texts(prompt):
+        if label == name.upper():
+            return " ".join(text.split()) or default
     found = re.search(rf"^\W*{name}:\s*(.+)$", prompt, re.IGNORECASE | re.MULTILINE)
     return found.group(1).strip() if found else default
 
 
 def _snippet_ids(prompt: str) -> list[str]:
-    """The snippet ids the prompt lists, as `[s3] title <url>: text` lines, in order."""
-    return list(dict.fromkeys(re.findall(r"^\[([A-Za-z0-9_-]+)\]", prompt, re.MULTILINE)))
+    """The snippet ids the prompt lists, in order: `- s3:` before a snippet's fence, or
+    `[s3] title <url>: text` lines. Read outside the fences, so that a fenced text cannot add
+    an id."""
+    ours = outside_fences(prompt)
+    ids = re.findall(
+        r"^(?:- ([A-Za-z0-9_-]+):\n<<<SNIPPETS>>>|\[([A-Za-z0-9_-]+)\])", ours, re.MULTILINE
+    )
+    return list(dict.fromkeys(fenced or listed for fenced, listed in ids))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,7 +190,7 @@ def _generated_questions(schema: type[BaseModel], prompt: str) -> dict[str, Any]
 
 
 def _guard(schema: type[BaseModel], prompt: str) -> dict[str, Any]:
-    ids = [int(n) for n in re.findall(r"^- id (\d+):", prompt, re.MULTILINE)]
+    ids = [int(n) for n in re.findall(r"^- id (\d+):", outside_fences(prompt), re.MULTILINE)]
     verdicts = [
         {
             "id": pk,
@@ -295,7 +308,152 @@ def _cited_only(item: dict[str, Any], listed: set[str]) -> dict[str, Any]:
     return kept
 
 
+def _human_changes(prompt: str) -> list[dict[str, Any]]:
+    """The human round's changes the rebuild's prompt lists (its fenced JSON block), or none."""
+    found = re.search(r"^<<<HUMAN_CHANGES\n(.*?)\nHUMAN_CHANGES>>>$", prompt, re.S | re.M)
+    return json.loads(found.group(1)) if found else []
+
+
+# A check of a list's member, a process's step, a relationship's aspect: `<item>.<kind><k>`
+# (rubrics/compiler.py names them so); the members' field and how many must remain.
+_MEMBER = re.compile(r"^(?P<item>[A-Za-z0-9_-]+)\.(?P<kind>item|opt|step|aspect)(?P<k>\d+)$")
+_MEMBERS = {
+    "item": ("items", 1),
+    "opt": ("options", 2),
+    "step": ("steps", 1),
+    "aspect": ("aspects", 1),
+}
+_DEMO_ONLY = (
+    "The offline demo provider carries additions, and edits, re-tiers and deletions of facts, "
+    "meta-insights and list members only; this one stays in the human round's history (demo)."
+)
+
+
+class _Carry:
+    """The human changes carried into the items, as a careful model would, with what the code
+    checks in mind: an added check becomes a fact item with the reviser's text at their tier;
+    an edited or re-tiered fact or meta-insight gets the text or tier; an edited or re-tiered
+    member leaves its list for a fact item with the reviser's text at their tier; a deletion
+    removes what the check came from. What the demo cannot carry (a coverage or order check,
+    a list left below its minimum) it drops, with that reason."""
+
+    def __init__(self, items: list[dict[str, Any]], taken: set[str], snippets: list[str]) -> None:
+        self.items, self.taken, self.listed = items, taken, snippets
+        self.answers: list[dict[str, Any]] = []
+        self.dropped: list[dict[str, str]] = []
+        self.removed: dict[str, set[int]] = {}  # member positions (from 1) leaving each item
+        self.added: list[dict[str, Any]] = []
+
+    def entry(self, entry_id: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """(the item or meta-insight of this id, the item holding that meta-insight)."""
+        for item in self.items:
+            if item["id"] == entry_id:
+                return item, None
+            for insight in item.get("meta_insights") or []:
+                if insight["id"] == entry_id:
+                    return insight, item
+        return None, None
+
+    def new_id(self) -> str:
+        number = 1 + len(self.taken)
+        while f"I{number}" in self.taken:
+            number += 1
+        self.taken.add(f"I{number}")
+        return f"I{number}"
+
+    def fact(self, text: str, tier: str, cites: list[str]) -> str:
+        new = self.new_id()
+        self.added.append(
+            {"id": new, "type": "fact", "tier": tier, "snippets": cites, "statement": text}
+        )
+        return new
+
+    def answer(self, changes: list[dict[str, Any]], item: str = "", why: str = "") -> None:
+        for change in changes:
+            if why:
+                self.answers.append({"id": change["id"], "outcome": "dropped", "reason": why})
+            else:
+                self.answers.append({"id": change["id"], "outcome": "carried", "item": item})
+
+    def carry(self, changes: list[dict[str, Any]]) -> None:
+        by_check: dict[str, list[dict[str, Any]]] = {}
+        for change in changes:
+            by_check.setdefault(change["check"], []).append(change)
+        for check, group in by_check.items():
+            last = group[-1]
+            if last["change"] == "add":
+                self.answer(group, self.fact(last["text"], last["tier"], self.listed[:1]))
+            elif last["change"] == "delete":
+                self.delete(check, last, group)
+            else:
+                self.reword(check, group)
+
+    def reword(self, check: str, group: list[dict[str, Any]]) -> None:
+        text = next((c["after"] for c in group if c["change"] == "edit"), None)
+        tier = group[-1]["tier"]
+        entry, _ = self.entry(check)
+        if entry is not None and "statement" in entry:  # a fact or a meta-insight
+            if text is not None:
+                entry["statement"] = text
+            entry["tier"] = tier
+            self.answer(group, check)
+            return
+        member = _MEMBER.match(check)
+        if member is None or not self.remove(member):
+            self.answer(group, why=_DEMO_ONLY)
+            return
+        source, _ = self.entry(member["item"])
+        assert source is not None
+        said = text if text is not None else group[-1]["text"]
+        self.answer(group, self.fact(said, tier, list(source.get("snippets", []))))
+
+    def delete(self, check: str, change: dict[str, Any], group: list[dict[str, Any]]) -> None:
+        entry, parent = self.entry(check)
+        reason = change.get("reason") or "the reviser deleted it"
+        if entry is not None and parent is not None:  # a meta-insight
+            parent["meta_insights"] = [i for i in parent["meta_insights"] if i["id"] != check]
+            self.dropped.append({"id": check, "reason": reason})
+            self.answer(group, parent["id"])
+        elif entry is not None and "statement" in entry:  # a fact
+            self.items.remove(entry)
+            self.dropped.append({"id": check, "reason": reason})
+            self.answer(group)
+        elif (member := _MEMBER.match(check)) is not None and self.remove(member):
+            self.answer(group, member["item"])
+        else:
+            self.answer(group, why=_DEMO_ONLY)
+
+    def remove(self, member: re.Match[str]) -> bool:
+        """Mark a member to leave its item, when enough remain; False when not."""
+        item, _ = self.entry(member["item"])
+        field, minimum = _MEMBERS[member["kind"]]
+        if item is None or field not in item:
+            return False
+        gone = self.removed.setdefault(item["id"], set())
+        if len(item[field]) - len(gone | {int(member["k"])}) < minimum:
+            return False
+        gone.add(int(member["k"]))
+        return True
+
+    def finish(self) -> list[dict[str, Any]]:
+        """The items with the members marked removed gone (thresholds kept within the options
+        left), then the new facts."""
+        for item in self.items:
+            gone = self.removed.get(item["id"])
+            if not gone:
+                continue
+            field = next(f for f, _ in _MEMBERS.values() if f in item)
+            item[field] = [m for k, m in enumerate(item[field], 1) if k not in gone]
+            if item["type"] == "flexible_list":
+                n = len(item["options"])
+                item["baseline"] = sorted({min(b, n) for b in item["baseline"]})
+                item["extra_thresholds"] = None
+        return self.items + self.added
+
+
 def _rebuild(schema: type[BaseModel], prompt: str) -> dict[str, Any]:
+    """Every input item kept (citing only listed snippets), each change of the human round
+    carried (_Carry) or dropped with its reason, and one new fact from the new research."""
     snippets = _snippet_ids(prompt)
     listed = set(snippets)
     items = [_cited_only(item, listed) for item in _input_items(prompt)]
@@ -303,23 +461,24 @@ def _rebuild(schema: type[BaseModel], prompt: str) -> dict[str, Any]:
         return {
             "items": _layout_items(_field(prompt, "entity", "the entity"), snippets),
             "dropped": [],
+            "human_changes": [],
         }
     taken = {item["id"] for item in items} | {
         mi["id"] for item in items for mi in item.get("meta_insights") or []
     }
-    number = 1 + len(taken)
-    while f"I{number}" in taken:
-        number += 1
+    carry = _Carry(items, taken, snippets)
+    carry.carry(_human_changes(prompt))
+    items = carry.finish()
     items.append(
         {
-            "id": f"I{number}",
+            "id": carry.new_id(),
             "type": "fact",
             "tier": "context",
             "snippets": snippets[-1:],
             "statement": f"A further fact from the new research (demo, {_digest(prompt)})",
         }
     )
-    return {"items": items, "dropped": []}
+    return {"items": items, "dropped": carry.dropped, "human_changes": carry.answers}
 
 
 def _audit(schema: type[BaseModel], prompt: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import logging
 import random
 import time
 from collections import defaultdict, deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -52,10 +52,10 @@ from .providers import (
     ProviderClient,
     Reply,
     Request,
-    json_schema,
     provider_class,
 )
 from .ratelimit import LimiterUnavailable, RateLimiter, RedisTokenBucket
+from .schemas import IdSets, id_sets, json_schema, response_schema
 
 # Names the Batch API module (llm/batch.py) reads from here since before the providers had a
 # module of their own.
@@ -178,8 +178,23 @@ def request_hash(
     prompt: Sequence[PromptPart],
     schema: type[BaseModel] | None,
     tools: Sequence[str] = (),
+    ids: IdSets = (),
 ) -> str:
-    """sha256 of a canonical JSON of everything the answer depends on; images by their hash."""
+    """sha256 of a canonical JSON of everything the answer depends on; images by their hash.
+    The schema is the one sent, with the call's ids (llm/schemas.py): the same prompt asked
+    with other ids is another request."""
+    sent = response_schema(schema, ids) if schema is not None else None
+    return _digest(config, system=system, prompt=prompt, schema=sent, tools=tools)
+
+
+def _digest(
+    config: ModelConfig,
+    *,
+    system: str,
+    prompt: Sequence[PromptPart],
+    schema: dict[str, Any] | None,
+    tools: Sequence[str],
+) -> str:
     contents: list[dict[str, str]] = []
     for part in prompt:
         if isinstance(part, ImagePart):
@@ -194,7 +209,7 @@ def request_hash(
         "params": config.parameters,
         "system": system,
         "contents": contents,
-        "schema": json_schema(schema) if schema is not None else None,
+        "schema": schema,
     }
     if tools:  # only here, so that the hashes of structured calls (the cache keys) stay put
         canonical["tools"] = list(tools)
@@ -457,6 +472,8 @@ def prompt_text(request: Request) -> str:
         lines.append(f"[tools: {', '.join(request.tools)}]")
     if request.schema is not None:
         lines.append(f"[response schema: {request.schema.__name__}]")
+    for name, values in request.ids:
+        lines.append(f"[ids of {name} in the schema: {', '.join(map(str, values)) or 'none'}]")
     return "\n".join(lines)
 
 
@@ -536,6 +553,7 @@ class Gateway:
         prompt: Sequence[PromptPart],
         system: str = "",
         schema: type[BaseModel],
+        ids: Mapping[str, Iterable[str | int]] | None = None,
         check: Check | None = None,
         stage: str,
         template_name: str = "",
@@ -545,11 +563,14 @@ class Gateway:
     ) -> CallResult:
         """Ask `model` for an answer that validates against `schema` and passes `check`.
 
-        An answer that does not gets a repair turn with its problems, up to the configured
-        number of repairs; then the call fails with the last raw text and its problems.
+        `ids` gives, by set, the ids the answer may name, for the sets the schema marks
+        (llm/schemas.py): they are sent in the schema, so a model decoding under it cannot
+        name another; `check` stays the last line. An answer that does not validate or pass
+        gets a repair turn with its problems, up to the configured number of repairs; then the
+        call fails with the last raw text and its problems.
         Raises QuotaExhausted when the daily quota is spent; every other failure comes back as
         a CallResult whose outcome says what happened (never `ok` without a valid output)."""
-        request = Request(system=system, prompt=tuple(prompt), schema=schema)
+        request = Request(system=system, prompt=tuple(prompt), schema=schema, ids=id_sets(ids))
         result, output = await self._call(
             model,
             request,
@@ -658,11 +679,11 @@ class Gateway:
         """Every call's one path: the cache, then the request (and its repairs) through the
         retry loop, each answer recorded with whether it was accepted."""
         config = _active(model)
-        digest = request_hash(
+        digest = _digest(
             config,
             system=request.system,
             prompt=request.prompt,
-            schema=request.schema,
+            schema=request.response_schema,  # built here once; the first request sends it
             tools=request.tools,
         )
         answers = item_answers.get()

@@ -14,6 +14,8 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
+from .parameters import parameter_problems
+
 
 class Provider(models.TextChoices):
     GEMINI = "gemini", "Gemini (google-genai)"
@@ -72,6 +74,11 @@ class LLMModel(models.Model):
                     "it answers with canned text, not a model."
                 }
             )
+        # Generation settings only: the parameters reach the provider's client, where other
+        # keys would change where the request (and the key) goes. The gateway checks again.
+        problems = parameter_problems(self.provider, self.parameters)
+        if problems:
+            raise ValidationError({"parameters": problems})
 
 
 class LedgerEntry(models.Model):

@@ -3,6 +3,33 @@
 A template is never edited in place once used: a change is a new file with the next version,
 so every ledger row names the exact text it was sent (name, version and the text's hash).
 Placeholders are `{name}` (str.format); a literal brace is doubled.
+
+Untrusted text is fenced (llm/fencing.py). Every value that does not come from our own code (a
+model's answer, a dataset's field, a question or check text, an entity or domain from an
+import, a person's edit, a web page's words) is marked in the template, and render() puts it
+in a fence that the text cannot close:
+
+- `{response:fence}`: the text, between `<<<RESPONSE TAG` and `RESPONSE TAG>>>` lines (the
+  placeholder's name in capitals; TAG is made from the text, so the same values always give
+  the same prompt, which the ledger's cache and the judge's verdict keys need);
+- `{snippets:fence_each}`: the value is a list of (key, text) pairs (or a dict), rendered as a
+  `- key:` line and the text's own fence for each, "(none)" for none. The keys are ours (ids
+  the model answers with) and stay outside; each text gets its fence, so a text cannot forge
+  another id. Build the pairs in the caller, e.g. `[(s["id"], f"{s['title']}: {s['text']}")]`.
+- Trusted values stay plain `{name}`: numbers, and choices our code makes (a tier).
+
+A template that fences anything must state the fence: it carries FENCE_NOTE verbatim (copy
+it from llm/fencing.py), and load_prompt refuses one that does not. Put the fenced value on
+lines of its own, and refer to it by what it is ("the entity named above"), not by repeating the
+placeholder inline. To fence a template that has none yet: write its next version with the
+marks and FENCE_NOTE, and pass lists as pairs where a listing string was built; a job that
+keeps an older version (its params' prompt_version) must still get the values that version
+expects. A template rendered into another one's placeholder is held to the same rule, so
+rather give its values to the host template as fenced placeholders. Code that reads values
+back out of a prompt (the demo provider, the tests' fakes) uses fencing.fenced_texts and
+fencing.outside_fences. llm/tests/test_fencing.py holds every latest template to this: each
+placeholder fenced unless it is in its TRUSTED set, the note present, and texts that try to
+close their fence staying inside.
 """
 
 from __future__ import annotations
@@ -10,9 +37,13 @@ from __future__ import annotations
 import hashlib
 import re
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from . import fencing
+from .fencing import FENCE_NOTE
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 _FILE = re.compile(r"^(?P<name>[a-z0-9_]+)\.v(?P<version>\d+)\.txt$")
@@ -36,11 +67,26 @@ class Prompt:
     def placeholders(self) -> list[str]:
         return sorted({field for _, field, _, _ in string.Formatter().parse(self.text) if field})
 
+    @property
+    def fenced(self) -> list[str]:
+        """The placeholders whose values render inside fences (`:fence`, `:fence_each`)."""
+        return fencing.fenced_names(self.text)
+
+    @property
+    def states_fences(self) -> bool:
+        """False for a template that fences text without saying so (FENCE_NOTE)."""
+        return not self.fenced or FENCE_NOTE in self.text
+
     def render(self, **values: object) -> str:
         missing = [p for p in self.placeholders if p not in values]
         if missing:
             raise PromptError(f"prompt {self.name} v{self.version} needs {', '.join(missing)}")
-        return self.text.format(**values)
+        return render_text(self.text, values)
+
+
+def render_text(text: str, values: Mapping[str, object]) -> str:
+    """A template's text (or a part of it) filled in, its marked values fenced."""
+    return fencing.render(text, values)
 
 
 @cache
@@ -62,7 +108,13 @@ def load_prompt(name: str, version: int | None = None) -> Prompt:
     chosen = versions[-1] if version is None else version
     if (name, chosen) not in _all():
         raise PromptError(f"prompt {name!r} has no version {chosen} (has {versions})")
-    return _all()[(name, chosen)]
+    prompt = _all()[(name, chosen)]
+    if not prompt.states_fences:
+        raise PromptError(
+            f"prompt {name} v{chosen} fences {', '.join(prompt.fenced)} but does not say so: "
+            "add llm.fencing.FENCE_NOTE to it, word for word"
+        )
+    return prompt
 
 
 def all_prompts() -> list[Prompt]:

@@ -39,7 +39,9 @@ from google.genai import types as genai_types
 from pydantic import BaseModel
 
 from .models import LLMModel, Outcome, Provider
+from .parameters import parameter_problems
 from .ratelimit import Limits
+from .schemas import IdSets, response_schema
 
 # google-genai 3.x sends async requests through aiohttp whenever it is installed (inspect-ai
 # brings it), else through httpx2 or httpx: the errors of each that is here are classified.
@@ -91,6 +93,13 @@ class ModelConfig:
     requests_per_minute: int = 0
     tokens_per_minute: int = 0
     active: bool = True
+
+    def __post_init__(self) -> None:
+        # The parameters go into the client as keyword arguments: only generation settings
+        # (llm/parameters.py), whatever wrote the row, so the endpoint is the environment's.
+        problems = parameter_problems(self.provider, self.parameters)
+        if problems:
+            raise GatewayError(f"model {self.name!r}: " + " ".join(problems))
 
     @classmethod
     def of(cls, model: LLMModel | ModelConfig) -> ModelConfig:
@@ -160,6 +169,16 @@ class Request:
     # The turns of the repairs so far, in order: (the model's rejected text, our instruction).
     repairs: tuple[tuple[str, str], ...] = ()
     tools: tuple[str, ...] = ()  # Gemini built-in tools (GROUNDING_TOOLS); never with a schema
+    # The ids the answer may name, by set (llm/schemas.py): they go into the schema sent.
+    ids: IdSets = ()
+
+    @functools.cached_property
+    def response_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema sent (and hashed): the schema's own, with this call's ids. Built
+        once per request (a repair is a request of its own); shared: never change it."""
+        if self.schema is None:
+            return None
+        return response_schema(self.schema, self.ids)
 
 
 @dataclass
@@ -213,13 +232,6 @@ def provider_class(name: str) -> Callable[[GatewaySettings], ProviderClient]:
     except KeyError:
         known = ", ".join(sorted(_registry))
         raise GatewayError(f"unknown provider {name!r}: expected one of {known}") from None
-
-
-@functools.cache
-def json_schema(schema: type[BaseModel]) -> dict[str, Any]:
-    """A response model's JSON Schema, built once per class (pydantic builds it anew on every
-    call, and each request needs it twice). Shared: readers must not change it."""
-    return schema.model_json_schema()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -341,7 +353,11 @@ class Gemini:
         return contents
 
     @staticmethod
-    def _generation(config: ModelConfig, request: Request) -> genai_types.GenerateContentConfig:
+    def _generation(
+        config: ModelConfig, request: Request, *, with_schema: bool = True
+    ) -> genai_types.GenerateContentConfig:
+        """The request's config; `with_schema=False` leaves its response schema out (the
+        config kept for requests with ids of their own, which put theirs into a copy)."""
         # Gemini refuses a JSON response type together with tools: a request has one or the
         # other (structured calls a schema, grounded calls their tools and free text).
         if request.tools:
@@ -356,7 +372,7 @@ class Gemini:
         elif request.schema is not None:
             output = {
                 "response_mime_type": "application/json",
-                "response_json_schema": json_schema(request.schema),
+                "response_json_schema": request.response_schema if with_schema else None,
             }
         else:
             output = {}  # free text (call_text)
@@ -372,7 +388,9 @@ class Gemini:
         self, config: ModelConfig, request: Request
     ) -> genai_types.GenerateContentConfig:
         """_generation, built once per kind of request: the pydantic config costs about as
-        much CPU to build as the rest of a call's own work, and the SDK only reads it."""
+        much CPU to build as the rest of a call's own work, and the SDK only reads it. A
+        request with ids of its own (llm/schemas.py) gets a copy with its schema put in: the
+        kept config holds no call's schema, so nothing here grows with the calls."""
         key = (
             config.model,
             json.dumps(config.parameters, sort_keys=True),
@@ -380,9 +398,14 @@ class Gemini:
             request.schema,
             request.tools,
         )
+        per_call = bool(request.ids)
         generation = self._generations.get(key)
         if generation is None:
-            generation = self._generations[key] = self._generation(config, request)
+            generation = self._generations[key] = self._generation(
+                config, request, with_schema=not per_call
+            )
+        if per_call:
+            return generation.model_copy(update={"response_json_schema": request.response_schema})
         return generation
 
     async def send(self, config: ModelConfig, request: Request) -> Reply:
@@ -528,7 +551,7 @@ class OpenAI:
                 "type": "json_schema",
                 "json_schema": {
                     "name": request.schema.__name__,
-                    "schema": _strict(json_schema(request.schema)),
+                    "schema": _strict(request.response_schema),
                     "strict": True,
                 },
             }

@@ -52,6 +52,8 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from llm.schemas import names
+
 SCHEMA_VERSION = 1
 
 # ---------------------------------------------------------------------------------------------
@@ -77,8 +79,11 @@ Id = Annotated[
     StringConstraints(min_length=1, pattern=ID_PATTERN),
     Field(description="Letters, digits, '-' and '_'; unique across items and meta-insights."),
 ]
+# Each citation names one snippet id of the document: marked so, an LLM's response schema lists
+# the ids that exist (llm/schemas.py); the validation below checks them anyway.
 SnippetRefs = Annotated[
-    list[Text], Field(description="Ids of the top-level snippets that support this.")
+    list[Annotated[Text, Field(json_schema_extra=names("snippets"))]],
+    Field(description="Ids of the top-level snippets that support this."),
 ]
 Count = Annotated[int, Field(ge=1)]
 

@@ -6,6 +6,7 @@
                                        text), checks (id, kind, tier, secondary, source, origin,
                                        text, snippets with url/title/text), rubric_stage
     gamut_inspect/                     the inspect_ai task: task.py (rubrics/inspect_package),
+                                       fencing.py (llm/fencing.py: the prompts' fences),
                                        config.json (the answer and judge prompts, lambda, mu
                                        and the tier weights in force)
     README.md                          the dataset card: YAML front matter (features, the
@@ -43,6 +44,8 @@ from .exporting import (
 DATA_FILE = "data/test-00000-of-00001.parquet"
 PACKAGE = "gamut_inspect"
 PACKAGE_SOURCE = Path(__file__).resolve().parent / "inspect_package"
+# The prompts' fences (standard library only), shipped so the task renders the platform's prompts.
+FENCING_SOURCE = Path(__file__).resolve().parent.parent / "llm" / "fencing.py"
 ROW_GROUP = 100
 NO_SOURCES = "No image came from a dataset import.\n"
 
@@ -293,9 +296,12 @@ def export_hf(
         json.dumps(inspect_config(), ensure_ascii=False, sort_keys=True, indent=1).encode() + b"\n"
     )
     files[f"{PACKAGE}/config.json"] = _write(sink, f"{PACKAGE}/config.json", [config])
-    for name in ("__init__.py", "task.py"):
-        text = (PACKAGE_SOURCE / name).read_bytes()
-        files[f"{PACKAGE}/{name}"] = _write(sink, f"{PACKAGE}/{name}", [text])
+    for name, source in (
+        ("__init__.py", PACKAGE_SOURCE / "__init__.py"),
+        ("task.py", PACKAGE_SOURCE / "task.py"),
+        ("fencing.py", FENCING_SOURCE),
+    ):
+        files[f"{PACKAGE}/{name}"] = _write(sink, f"{PACKAGE}/{name}", [source.read_bytes()])
     data = _manifest(contents, files)
     data["format"] = "gamut-benchmark-hf"
     _write(sink, "README.md", [_card(data)])

@@ -10,11 +10,17 @@ invent a source. The compiler validates it, and it is stored as the `llm_draft` 
 against its source with the URL context tool (free text), and a second, structured call turns
 its notes into one verdict per snippet id (the tool's own retrieval failures outrank it); an
 independent search re-researches the question from scratch; a structured rebuild returns a
-verified superset of the input (round 1: the draft; round 2: `human_1`, with the reviser's
-edits). A snippet leaves the rubric only with a recorded verdict and reason; a rebuild that
-loses an input item without a recorded reason, or breaks the compiler's rules, is sent back
-with its problems (the gateway's repair turns) and fails the item if it stays wrong. The
-result is stored as `llm_refined_<round>`.
+verified superset of the input (round 1: the draft; round 2: `human_1`). The rebuild returns the
+items it changes or adds: an input item it leaves out is kept as it was, so nothing leaves
+without being listed under `dropped` with a reason. Round 2 also gets the human round's changes
+(rubrics/human_changes.py: each added, edited, re-tiered or deleted check, with an id h1..hN)
+and answers each, carried into an item or dropped with a reason; the code checks each carried
+one (not reverted, at the reviser's tier), and the outcome of every change is stored on the new
+version. A snippet leaves the rubric only with a recorded verdict and reason; a rebuild that
+loses an input item or meta-insight or a human change, or breaks the compiler's rules, is sent
+back with its problems (the gateway's repair turns) and fails the item if it stays wrong. The
+result is stored as `llm_refined_<round>`. Every id an answer names is also constrained in its
+response schema (llm/schemas.py): snippet ids, input ids, candidate ids, change ids.
 
 Every structured answer here is checked against the compiler and these rules inside the
 gateway's call, so an answer that breaks them gets repair turns and is never cached as good.
@@ -44,10 +50,22 @@ from llm.jobs import ItemFailed, ItemResult, JobError, current_item, job_launch,
 from llm.launchers import register_launcher
 from llm.models import Job, LLMModel, Provider
 from llm.prompts import load_prompt
+from llm.schemas import names, one_each
 
 from . import compiler
-from .models import STAGE_ORDER, Rubric, RubricVersion, Stage
-from .services import meta_ids, rubric_version_create
+from .human_changes import (
+    CARRIED,
+    DROPPED,
+    Answer,
+    CheckRow,
+    HumanChange,
+    change_problems,
+    derive_changes,
+    describe,
+    outcomes,
+)
+from .models import STAGE_ORDER, Origin, Rubric, RubricCheck, RubricVersion, Stage
+from .services import meta_id_list, meta_ids, rubric_version_create
 
 BUILD = "rubrics.build"
 REFINE = "rubrics.refine"
@@ -70,32 +88,66 @@ class LayoutReply(_Reply):
 
 
 class Dropped(_Reply):
-    id: str = Field(min_length=1, description="The id of an input item or meta-insight.")
+    id: str = Field(
+        min_length=1,
+        description="The id of an input item or meta-insight.",
+        json_schema_extra=names("inputs"),
+    )
     reason: str = Field(min_length=1, description="Why it cannot be kept.")
 
 
-class RebuildReply(_Reply):
-    """The rebuild's answer: the items of the superset, and what was dropped and why."""
+class HumanChangeAnswer(_Reply):
+    id: str = Field(
+        min_length=1,
+        description="The id of a change of the human round (h1, h2, ...).",
+        json_schema_extra=names("changes"),
+    )
+    outcome: Literal["carried", "dropped"]
+    item: str = Field(
+        default="",
+        description="Carried: the id of the rebuilt item or meta-insight that carries it. "
+        "Dropped: empty.",
+    )
+    reason: str = Field(
+        default="", description="Dropped: why it cannot be kept (required). Carried: a note."
+    )
 
-    items: list[compiler.Item] = Field(min_length=1)
+
+class RebuildReply(_Reply):
+    """The rebuild's answer: the items it changes or adds (an input item left out is kept as
+    it is), what was dropped and why, and what it did with each change of the human round."""
+
+    items: list[compiler.Item] = Field(
+        default_factory=list,
+        description="The items changed (each whole, with its input id) or added (new ids).",
+    )
     dropped: list[Dropped] = Field(default_factory=list)
+    human_changes: list[HumanChangeAnswer] = Field(
+        default_factory=list, json_schema_extra=one_each("changes")
+    )
 
 
 class SnippetVerdict(_Reply):
-    id: str = Field(min_length=1, description="A snippet id of the prompt.")
+    id: str = Field(
+        min_length=1, description="A snippet id of the prompt.", json_schema_extra=names("snippets")
+    )
     verdict: Literal["verified", "unsupported", "unreachable"]
     reason: str = Field(min_length=1)
 
 
 class PartialCoverage(_Reply):
-    id: str = Field(min_length=1, description="The id of a list or process item.")
+    id: str = Field(
+        min_length=1,
+        description="The id of a list or process item.",
+        json_schema_extra=names("items"),
+    )
     missing: str = Field(min_length=1)
 
 
 class AuditReply(_Reply):
     """The audit's notes structured: one verdict per snippet, and the items found partial."""
 
-    verdicts: list[SnippetVerdict]
+    verdicts: list[SnippetVerdict] = Field(json_schema_extra=one_each("snippets"))
     partial_coverage: list[PartialCoverage] = Field(default_factory=list)
 
 
@@ -186,8 +238,8 @@ class _Subject:
     entity: str
     done_version: int | None  # the version this step makes, when it exists already
     input_meta: dict[str, Any] | None = None
-    human_checks: list[dict[str, Any]] | None = None
-    human_deleted: list[dict[str, Any]] | None = None
+    # The changes of the human round refined (round 2), none for round 1.
+    human_changes: tuple[HumanChange, ...] = ()
 
 
 def _existing(question_id: int, stage: str) -> int | None:
@@ -210,32 +262,51 @@ def _load(question_id: int, stage: str, input_stage: str | None = None) -> _Subj
     ).first()
     if source is None:
         raise ItemFailed(f"the rubric has no frozen {input_stage} version to refine")
-    checks = deleted = None
+    changes: tuple[HumanChange, ...] = ()
     if source.is_human:
-        rows = list(source.checks.order_by("position"))
-        checks = [
-            {"id": r.check_id, "tier": r.tier, "origin": r.origin, "text": r.text}
-            for r in rows
-            if r.deleted_at is None
-        ]
-        deleted = [
-            {"id": r.check_id, "tier": r.tier, "text": r.text, "reason": r.delete_reason}
-            for r in rows
-            if r.deleted_at is not None
-        ]
+        changes = tuple(
+            derive_changes(_check_rows(source.parent_id), _check_rows(source.pk, human=True))
+        )
     return _Subject(
-        question_id, question.text, question.image.entity, None, source.meta_rubric, checks, deleted
+        question_id, question.text, question.image.entity, None, source.meta_rubric, changes
     )
 
 
-def _store(question_id: int, document: dict[str, Any], stage: str, model: str) -> int:
+def _check_rows(version_id: int | None, *, human: bool = False) -> list[CheckRow]:
+    """A version's checks in checklist order, as rubrics.human_changes reads them."""
+    rows = RubricCheck.objects.filter(version_id=version_id).order_by("position", "pk")
+    return [
+        CheckRow(
+            check_id=r.check_id,
+            text=r.text,
+            tier=r.tier,
+            added=human and r.origin == Origin.ADDED,
+            deleted=r.deleted_at is not None,
+            reason=r.delete_reason,
+            source=r.source,
+        )
+        for r in rows
+    ]
+
+
+def _store(
+    question_id: int,
+    document: dict[str, Any],
+    stage: str,
+    model: str,
+    human_changes: list[dict[str, Any]] | None = None,
+) -> int:
     """Idempotent: a redelivered item whose version was stored meanwhile returns it."""
     existing = _existing(question_id, stage)
     if existing is not None:
         return existing
     question = FinalQuestion.objects.get(pk=question_id)
     return rubric_version_create(
-        question=question, meta_document=document, stage=stage, made_by_model=model
+        question=question,
+        meta_document=document,
+        stage=stage,
+        made_by_model=model,
+        human_changes=human_changes,
     ).pk
 
 
@@ -252,7 +323,14 @@ def _json(value: Any) -> str:
 
 
 def _snippet_lines(snippets: list[dict[str, str]]) -> str:
+    """The snippets as rubric_rebuild v1 lists them (not fenced yet)."""
     return "\n".join(f"[{s['id']}] {s['title']} <{s['url']}>: {s['text']}" for s in snippets)
+
+
+def snippet_items(snippets: list[dict[str, str]]) -> list[tuple[str, str]]:
+    """The snippets for a fenced listing (`{snippets:fence_each}`): the id is ours and stays
+    outside; the title, address and text come from the web and go in the snippet's fence."""
+    return [(s["id"], f"{s['title']} <{s['url']}>: {s['text']}") for s in snippets]
 
 
 def _grounded_evidence(found: GroundedResult) -> list[str]:
@@ -297,6 +375,7 @@ async def _structured(
     template: str,
     schema: type[BaseModel],
     calls: list[CallResult],
+    ids: dict[str, list[str]],
     check: Check | None = None,
     **values: Any,
 ) -> BaseModel:
@@ -306,6 +385,7 @@ async def _structured(
         model,
         prompt=[prompt.render(**values)],
         schema=schema,
+        ids=ids,
         check=check,
         stage=template,
         template_name=prompt.name,
@@ -340,10 +420,17 @@ def _document(subject: _Subject, snippets: list[dict[str, str]], items: list[Any
 
 
 async def _save(
-    subject: _Subject, document: dict, stage: str, model: LLMModel, calls: list[CallResult]
+    subject: _Subject,
+    document: dict,
+    stage: str,
+    model: LLMModel,
+    calls: list[CallResult],
+    human_changes: list[dict[str, Any]] | None = None,
 ) -> int:
     try:
-        return await sync_to_async(_store)(subject.question_id, document, stage, model.name)
+        return await sync_to_async(_store)(
+            subject.question_id, document, stage, model.name, human_changes
+        )
     except compiler.MetaRubricInvalid as invalid:
         # Shape errors were repaired by the gateway; these are the compiler's own rules
         # (unknown snippet ids, duplicate ids, thresholds): the item fails with each of them.
@@ -383,10 +470,11 @@ async def build(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
         "rubric_layout",
         LayoutReply,
         calls,
+        {"snippets": [s["id"] for s in snippets]},
         check=layout_problems,
         question=subject.question,
         entity=subject.entity,
-        snippets=_snippet_lines(snippets),
+        snippets=snippet_items(snippets),
     )
     assert isinstance(layout, LayoutReply)
     document = _document(subject, snippets, layout.items)
@@ -397,39 +485,102 @@ async def build(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
 
 
 def _human_edits(subject: _Subject) -> str:
-    if subject.human_checks is None:
+    """The human round's changes for the rebuild's prompt: each with its id and what it is, as
+    JSON in a fenced block. Human text is untrusted: as JSON strings, one line each, no text
+    can end the block (its closing line), and the prompt says they are data."""
+    if not subject.human_changes:
         return ""
-    return load_prompt("rubric_human_edits").render(
-        checks="\n".join(
-            f"- {c['id']} [{c['tier']}, {c['origin']}] {c['text']}" for c in subject.human_checks
-        )
-        or "(none)",
-        deleted="\n".join(
-            f"- {c['id']} [{c['tier']}] {c['text']} -- reason: {c['reason']}"
-            for c in subject.human_deleted or []
-        )
-        or "(none)",
-    )
+    changes = [change.for_prompt() for change in subject.human_changes]
+    return load_prompt("rubric_human_edits").render(changes=_json(changes))
 
 
-def rebuild_problems(
-    input_meta: dict[str, Any], document: dict[str, Any], reply: RebuildReply
-) -> list[str]:
+@dataclass(frozen=True)
+class Rebuilt:
+    """A rebuild's answer made whole: the document (the input's items, each replaced by the
+    answer's item of its id or left as it was, minus the dropped ones, then the new items),
+    and where each of its items came from (an index of the answer's items, or the id of an
+    input item left out of them, kept as it was)."""
+
+    document: dict[str, Any]
+    origins: list[int | str]
+
+
+def rebuilt(
+    subject: _Subject, snippets: list[dict[str, str]], input_meta: dict, reply: RebuildReply
+) -> Rebuilt:
+    answered: dict[str, int] = {}
+    for n, item in enumerate(reply.items):
+        answered.setdefault(item.id, n)
+    dropped = {d.id for d in reply.dropped}
+    origins: list[int | str] = []
+    for item in input_meta.get("items", []):
+        if item["id"] in answered:
+            origins.append(answered[item["id"]])
+        elif item["id"] not in dropped:
+            origins.append(item["id"])
+    used = {o for o in origins if isinstance(o, int)}
+    origins += [n for n in range(len(reply.items)) if n not in used]
+    by_id = {item["id"]: item for item in input_meta.get("items", [])}
+    items = [
+        reply.items[o].model_dump(mode="json", exclude_defaults=False)
+        if isinstance(o, int)
+        else by_id[o]
+        for o in origins
+    ]
+    document = _document(subject, snippets, [])
+    document["items"] = items
+    return Rebuilt(document, origins)
+
+
+_ITEM_PATH = re.compile(r"^items\[(\d+)\]")
+
+
+def _answer_path(problem: str, origins: list[int | str]) -> str:
+    """A compiler problem of the whole document, with the path of the answer that made it: an
+    item of the answer by its index there, an input item left out by its id."""
+    found = _ITEM_PATH.match(problem)
+    if found is None or int(found.group(1)) >= len(origins):
+        return problem
+    origin = origins[int(found.group(1))]
+    if isinstance(origin, int):
+        return f"items[{origin}]{problem[found.end() :]}"
+    rest = problem[found.end() :].lstrip(".")
+    return f"the input's {origin} (left out of items, so kept as it was): {rest}"
+
+
+def rebuild_problems(input_meta: dict[str, Any], made: Rebuilt, reply: RebuildReply) -> list[str]:
     """The verified-superset rule and the compiler's rules: every input item and meta-insight
-    is kept or dropped with a reason, a dropped id is an input id, and the document compiles."""
-    kept = meta_ids({"items": [item.model_dump(mode="json") for item in reply.items]})
+    is in the rebuild or dropped with a reason (an item left out is kept as it was, so only a
+    meta-insight of a changed item can go missing), a dropped id is an input id and is gone
+    from the rebuild, and the document compiles."""
+    kept = meta_ids(made.document)
     inputs = meta_ids(input_meta)
     dropped = {d.id for d in reply.dropped if d.reason.strip()}
     problems = [
         f"items: the input's {lost} is missing; keep it, or list it under dropped with the reason"
-        for lost in sorted(inputs - kept - dropped)
+        for lost in meta_id_list(input_meta)
+        if lost not in kept and lost not in dropped
     ]
-    problems += [
-        f"dropped[{i}].id: {d.id!r} is not an input item or meta-insight"
-        for i, d in enumerate(reply.dropped)
-        if d.id not in inputs
-    ]
-    return problems + _compile_problems(document)
+    for i, d in enumerate(reply.dropped):
+        if d.id not in inputs:
+            problems.append(f"dropped[{i}].id: {d.id!r} is not an input item or meta-insight")
+        elif d.id in kept:
+            problems.append(
+                f"dropped[{i}].id: {d.id} is dropped, yet the rebuild keeps it; keep it or drop "
+                "it, not both"
+            )
+    return problems + [_answer_path(p, made.origins) for p in _compile_problems(made.document)]
+
+
+def _compiled(document: dict[str, Any]) -> list[compiler.Check] | None:
+    try:
+        return compiler.compile_document(document)
+    except compiler.MetaRubricInvalid:
+        return None
+
+
+def _answers(reply: RebuildReply) -> list[Answer]:
+    return [Answer(a.id, a.outcome, a.item, a.reason) for a in reply.human_changes]
 
 
 def lost_evidence(
@@ -473,7 +624,7 @@ async def refine(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict
         calls,
         question=subject.question,
         entity=subject.entity,
-        snippets=_snippet_lines(old_snippets),
+        snippets=snippet_items(old_snippets),
         meta_rubric=meta_rubric,
     )
     unreachable = unreachable_urls(audit)
@@ -490,11 +641,12 @@ async def refine(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict
         "rubric_audit_verdicts",
         AuditReply,
         calls,
+        {"snippets": snippet_ids, "items": [item["id"] for item in input_meta.get("items", [])]},
         check=audit_check,
         question=subject.question,
         entity=subject.entity,
-        snippets=_snippet_lines(old_snippets),
-        unreachable="\n".join(sorted(unreachable)) or "(none)",
+        snippets=snippet_items(old_snippets),
+        unreachable="\n".join(sorted(unreachable)),  # an empty fence: none (the prompt says)
         audit=audit.text,
         meta_rubric=meta_rubric,
     )
@@ -525,16 +677,30 @@ async def refine(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict
         )
     audit_lines = "\n".join(f"{sid}: {v['status']} - {v['reason']}" for sid, v in verdicts.items())
 
+    changes = subject.human_changes
+
     def superset_check(reply: BaseModel) -> list[str]:
         assert isinstance(reply, RebuildReply)
-        return rebuild_problems(input_meta, _document(subject, usable, reply.items), reply)
+        made = rebuilt(subject, usable, input_meta, reply)
+        return rebuild_problems(input_meta, made, reply) + change_problems(
+            changes,
+            _answers(reply),
+            input_meta=input_meta,
+            document=made.document,
+            compiled=_compiled(made.document),
+        )
 
-    rebuilt = await _structured(
+    reply = await _structured(
         gateway,
         model,
         "rubric_rebuild",
         RebuildReply,
         calls,
+        {
+            "snippets": [s["id"] for s in usable],
+            "inputs": meta_id_list(input_meta),
+            "changes": [change.id for change in changes],
+        },
         check=superset_check,
         question=subject.question,
         entity=subject.entity,
@@ -543,19 +709,31 @@ async def refine(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict
         snippets=_snippet_lines(usable),
         human_edits=_human_edits(subject),
     )
-    assert isinstance(rebuilt, RebuildReply)
-    document = _document(subject, usable, rebuilt.items)
-    version_id = await _save(subject, document, stage, model, calls)
-    return ItemResult.of_calls(
-        {
-            "version_id": version_id,
-            "audit": verdicts,
-            "partial_coverage": partial,
-            "new_snippets": len(new_snippets),
-            "dropped": [d.model_dump() for d in rebuilt.dropped],
-        },
-        *calls,
-    )
+    assert isinstance(reply, RebuildReply)
+    document = rebuilt(subject, usable, input_meta, reply).document
+    kept = None
+    if REFINE_INPUT[round_] in (Stage.HUMAN_1, Stage.HUMAN_2):
+        # The check passed, so the document compiles and every change has its answer.
+        kept = outcomes(changes, _answers(reply), compiler.compile_document(document))
+    version_id = await _save(subject, document, stage, model, calls, kept)
+    dropped = [d.model_dump() for d in reply.dropped] + [
+        {"id": k["id"], "change": describe(k), "reason": k["why"]}
+        for k in kept or []
+        if k["outcome"] == DROPPED
+    ]
+    result: dict[str, Any] = {
+        "version_id": version_id,
+        "audit": verdicts,
+        "partial_coverage": partial,
+        "new_snippets": len(new_snippets),
+        "dropped": dropped,
+    }
+    if kept is not None:
+        result["human_changes"] = {
+            "carried": [k["id"] for k in kept if k["outcome"] == CARRIED],
+            "dropped": [k["id"] for k in kept if k["outcome"] == DROPPED],
+        }
+    return ItemResult.of_calls(result, *calls)
 
 
 register_kind(BUILD, build, chunk_size=5, concurrency=4)

@@ -147,6 +147,10 @@ class RubricVersion(models.Model):
     # Optimistic locking: every edit moves it on by one; a save made against an older value
     # is refused.
     revision = models.PositiveIntegerField(default=0)
+    # A refinement that follows a human round: what it did with each change of that round
+    # (rubrics/human_changes.py, outcomes: carried into which item and checks, or dropped and
+    # why). None for every other version.
+    human_changes = models.JSONField(null=True, blank=True)
 
     objects = RubricVersionQuerySet.as_manager()
 

@@ -94,10 +94,13 @@ def rubric_version_create(
     stage: str,
     made_by=None,
     made_by_model: str = "",
+    human_changes: list[dict[str, Any]] | None = None,
     now: datetime | None = None,
 ) -> RubricVersion:
     """A new LLM or imported version: validated (compiler.MetaRubricInvalid when not) and
-    compiled. Its parent is the rubric's latest version."""
+    compiled. Its parent is the rubric's latest version. `human_changes`: for a refinement
+    that follows a human round, what it did with each of that round's changes
+    (rubrics/human_changes.py, outcomes)."""
     now = now or timezone.now()
     if stage not in Stage.values or stage in (Stage.HUMAN_1, Stage.HUMAN_2):
         raise InvalidInput(f"stage must be an LLM stage or imported, not {stage!r}.", "stage")
@@ -125,6 +128,7 @@ def rubric_version_create(
         meta_rubric=meta.model_dump(mode="json"),
         made_by=made_by,
         made_by_model=made_by_model,
+        human_changes=human_changes,
         created_at=now,
         frozen_at=now,
     )
@@ -326,7 +330,12 @@ def _renew_claim(user, version_id: int, now: datetime) -> None:
 # an edit shows (it shows the version as the edit left it, with no second read): joined as a
 # column, cheaper than a second model instance.
 def drafts() -> RubricVersionQuerySet:
-    return RubricVersion.objects.annotate(parent_stage=F("parent__stage"))
+    # The parent's outcome of a human round's changes too (a human round 2 draft shows which
+    # of round 1's changes refinement 2 dropped, and marks the checks carrying the others):
+    # a column of the same join.
+    return RubricVersion.objects.annotate(
+        parent_stage=F("parent__stage"), parent_human_changes=F("parent__human_changes")
+    )
 
 
 _DRAFT = Prepared(lambda pk: drafts().filter(pk=pk), pk=int)
@@ -341,7 +350,10 @@ def draft_read(version_id: int) -> RubricVersion | None:
 _EDITABLE_ROW = Prepared(
     lambda version, pk: (
         RubricCheck.objects.select_related("version")
-        .annotate(parent_stage=F("version__parent__stage"))
+        .annotate(
+            parent_stage=F("version__parent__stage"),
+            parent_human_changes=F("version__parent__human_changes"),
+        )
         .filter(version_id=version, pk=pk)
     ),
     version=int,
@@ -401,6 +413,7 @@ def _editable_row(
     if row is None:
         raise NotFound("That check is not part of this rubric version.")
     row.version.parent_stage = row.parent_stage
+    row.version.parent_human_changes = row.parent_human_changes
     return row
 
 
@@ -662,15 +675,30 @@ def revision_complete(
 # --- reading the two sides ------------------------------------------------------------------
 
 
+def human_round_outcome(version: RubricVersion) -> list[dict[str, Any]] | None:
+    """What refinement round 2 did with the changes of human round 1, as this version shows it:
+    its own record (it is that refinement), or its parent's (it is the human round after it,
+    read by drafts()); None when neither follows a human round."""
+    if version.human_changes is not None:
+        return version.human_changes
+    return getattr(version, "parent_human_changes", None)
+
+
 def meta_items(meta: dict) -> list[dict]:
     return list(meta.get("items", []))
 
 
 def meta_ids(meta: dict) -> set[str]:
-    ids = set()
+    return set(meta_id_list(meta))
+
+
+def meta_id_list(meta: dict) -> list[str]:
+    """The ids of the items and meta-insights, in document order (each item, then its
+    meta-insights)."""
+    ids = []
     for item in meta_items(meta):
-        ids.add(item["id"])
-        ids.update(insight["id"] for insight in item.get("meta_insights", []) or [])
+        ids.append(item["id"])
+        ids.extend(insight["id"] for insight in item.get("meta_insights", []) or [])
     return ids
 
 

@@ -80,6 +80,8 @@ def history(request: HttpRequest, rubric_id: int) -> HttpResponse:
         .annotate(n_checks=Count("checks", filter=Q(checks__deleted_at__isnull=True)))
         .order_by("id")
     )
+    for v in versions:
+        v.human_round = human_change_rows(v.human_changes)
     by_id = {str(v.pk): v for v in versions}
     old = by_id.get(request.GET.get("a", ""))
     new = by_id.get(request.GET.get("b", ""))
@@ -249,7 +251,9 @@ def _checklist_context(
     # strings, printed ten and five times), its pk as text (an int printed by the template
     # engine goes through number formatting), its origin in words.
     checks_url = reverse("rubric_workspace", args=[version.pk]) + "checks/"
+    carried = _carried(services.human_round_outcome(version))
     for row in drawn:
+        row.carries = carried.get(row.check_id, ())
         row.evidence = [snippets[s] for s in row.snippets if s in snippets]
         row.url = escape(f"{checks_url}{row.pk}")
         row.cid = escape(row.check_id)
@@ -286,12 +290,42 @@ def _checklist_context(
     }
 
 
+# What a human change was, in words, by its kind (rubrics/human_changes.py).
+CHANGE_WORDS = {"add": "addition", "edit": "edit", "retier": "re-tier", "delete": "deletion"}
+
+
+def _carried(outcome: list[dict] | None) -> dict[str, list[str]]:
+    """The checks that carry a change of the human round, each with what it carries, in
+    words: {check id: ["the reviser's edit (h1)", ...]}."""
+    carried: dict[str, list[str]] = {}
+    for change in outcome or []:
+        if change["outcome"] == "carried":
+            for check_id in change["checks"]:
+                said = f"the reviser's {CHANGE_WORDS[change['op']]} ({change['id']})"
+                carried.setdefault(check_id, []).append(said)
+    return carried
+
+
+def human_change_rows(outcome: list[dict] | None) -> dict | None:
+    """The outcome of a human round's changes for a page: the dropped ones first (what the
+    LLM dropped, with its reasons), then those carried; None when there is nothing to say."""
+    if outcome is None:
+        return None
+    rows = [{**change, "what": CHANGE_WORDS[change["op"]]} for change in outcome]
+    return {
+        "dropped": [r for r in rows if r["outcome"] == "dropped"],
+        "carried": [r for r in rows if r["outcome"] == "carried"],
+        "total": len(rows),
+    }
+
+
 @access.role_required(access.RUBRIC_REVISER, access.ADMIN)
 def workspace(request: HttpRequest, version_id: int) -> HttpResponse:
     """Revisers edit here; admins may look (read-only)."""
     reviser = access.is_reviser(request.user)
     version = _version(version_id, page=True)
     context = _checklist_context(request, version)
+    context["human_round"] = human_change_rows(services.human_round_outcome(version))
     context["editable"] = context["editable"] and reviser
     context["question"] = version.rubric.question
     context["scaffold"] = _scaffold(version.meta_rubric)

@@ -20,6 +20,7 @@ the method's rules, see break_rules) and "ignores_ids" (ids the prompt never gav
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -63,9 +64,13 @@ FAULTS = (
     # 200 with that answer's ids swapped for ids the prompt never gave (ignore_ids): integer
     # ids (the guard's candidates) shifted, snippet verdicts renamed.
     "ignores_ids",
+    # A rebuild after a human round that loses one of its changes without a word
+    # (drop_human_change): the change's answer left out and what carried it undone.
+    "drops_human_change",
+    # A rebuild that says it carried a human edit but compiles the check to its old text again
+    # (revert_human_edit): the edited item put back as the input had it.
+    "reverts_human_edit",
 )
-# The faults that change a real answer rather than replace it.
-_MUTATIONS = ("rule_breaking", "ignores_ids")
 MALFORMED_JSON = '{"answer": "cut off'
 SCHEMA_INVALID = '{"unexpected": true}'
 
@@ -184,6 +189,236 @@ def ignore_ids(text: str) -> str:
         return node
 
     return json.dumps(walk(data))
+
+
+def prompt_of(body: dict[str, Any]) -> str:
+    """A request's system text and first user turn (the repair turns after it left out), for
+    either protocol."""
+    if "messages" in body:  # OpenAI-compatible
+        texts = []
+        for message in body["messages"][:2]:
+            content = message.get("content")
+            if isinstance(content, str):
+                texts.append(content)
+            else:
+                texts += [p.get("text", "") for p in content or [] if p.get("type") == "text"]
+        return "\n".join(t for t in texts if t)
+    system = " ".join(
+        part.get("text", "") for part in (body.get("systemInstruction") or {}).get("parts", [])
+    )
+    contents = body.get("contents") or [{}]
+    parts = [part.get("text", "") for part in contents[0].get("parts", []) if "text" in part]
+    return "\n".join(text for text in (system, *parts) if text)
+
+
+def _rebuild_parts(
+    text: str, recorded: Recorded
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], list[dict[str, Any]]] | None:
+    """A rebuild's answer after a human round, the input items of its prompt by id and the
+    human changes its prompt lists; None for any other answer."""
+    from llm import demo_provider
+
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not data.get("human_changes"):
+        return None
+    prompt = prompt_of(recorded.body)
+    inputs = {item["id"]: item for item in demo_provider._input_items(prompt)}
+    return data, inputs, demo_provider._human_changes(prompt)
+
+
+def _undo(data: dict[str, Any], inputs: dict[str, dict[str, Any]], item_id: str) -> None:
+    """Put the input's item of this id back in the answer as it was (a new one: taken out)."""
+    items = [i for i in data.get("items", []) if i.get("id") != item_id]
+    if item_id in inputs:
+        items.append(inputs[item_id])
+    data["items"] = items
+
+
+def drop_human_change(text: str, recorded: Recorded) -> str:
+    """A rebuild's answer that loses its first human change silently: its answer left out,
+    and the item that carried it undone (an input item as it was, a new one gone); any other
+    answer as it is."""
+    parts = _rebuild_parts(text, recorded)
+    if parts is None:
+        return text
+    data, inputs, changes = parts
+    lost = data["human_changes"].pop(0)
+    change = next((c for c in changes if c["id"] == lost["id"]), {})
+    for item_id in {lost.get("item", ""), change.get("meta_item", "")} - {""}:
+        _undo(data, inputs, item_id)
+    return json.dumps(data, ensure_ascii=False)
+
+
+def revert_human_edit(text: str, recorded: Recorded) -> str:
+    """A rebuild's answer that still says it carried the first human edit, with the item the
+    edited check came from put back as the input had it (so the check compiles to its text
+    before the edit again); any other answer as it is."""
+    parts = _rebuild_parts(text, recorded)
+    if parts is None:
+        return text
+    data, inputs, changes = parts
+    carried = {a["id"] for a in data["human_changes"] if a.get("outcome") == "carried"}
+    edit = next((c for c in changes if c["change"] == "edit" and c["id"] in carried), None)
+    if edit is not None and edit.get("meta_item") in inputs:
+        items = [i for i in data.get("items", []) if i.get("id") != edit["meta_item"]]
+        data["items"] = [inputs[edit["meta_item"]], *items]
+    return json.dumps(data, ensure_ascii=False)
+
+
+# The faults that change a real answer rather than replace it, and how.
+_MUTATIONS: dict[str, Callable[[str, Recorded], str]] = {
+    "rule_breaking": lambda text, _: break_rules(text),
+    "ignores_ids": lambda text, _: ignore_ids(text),
+    "drops_human_change": lambda text, recorded: drop_human_change(text, recorded),
+    "reverts_human_edit": lambda text, recorded: revert_human_edit(text, recorded),
+}
+MUTATING = tuple(_MUTATIONS)
+
+
+def _grounding_from(text: str, found: dict[str, Any]) -> dict[str, Any]:
+    """The demo provider's (uri, title) chunks and supported texts as Gemini's
+    groundingMetadata, segment offsets in bytes of `text`."""
+    data = text.encode()
+    supports = []
+    for said, indices in found["supports"]:
+        start = data.find(said.encode())
+        supports.append(
+            {
+                "segment": {
+                    "startIndex": start,
+                    "endIndex": start + len(said.encode()),
+                    "text": said,
+                },
+                "groundingChunkIndices": indices,
+            }
+        )
+    return {
+        "groundingChunks": [
+            {"web": {"uri": uri, "title": title}} for uri, title in found["chunks"]
+        ],
+        "groundingSupports": supports,
+    }
+
+
+def demo_reply(recorded: Recorded) -> Reply:
+    """The answer the demo provider (llm/demo_provider.py: answers that keep the method's rules)
+    would give to this request, sent as the real server would: a search with grounding
+    metadata, an audit with URL context metadata, a structured answer by the schema's title."""
+    from llm import demo_provider
+
+    body = recorded.body
+    prompt = prompt_of(body)
+    tools = json.dumps(body.get("tools", []))
+    if "googleSearch" in tools or "urlContext" in tools:
+        names = ("url_context",) if "urlContext" in tools else ("google_search",)
+        text, found = demo_provider.grounded_answer(prompt, names)
+        if "urlContext" in tools:
+            urls = [
+                {"retrievedUrl": url, "urlRetrievalStatus": status}
+                for url, status in found["url_statuses"]
+            ]
+            return Reply(text=text, url_context={"urlMetadata": urls})
+        return Reply(text=text, grounding=_grounding_from(text, found))
+    schema = (body.get("generationConfig") or {}).get("responseJsonSchema")
+    if not schema and "response_format" in body:
+        schema = body["response_format"]["json_schema"]["schema"]
+    if not schema:
+        return Reply(text=demo_provider.free_text_answer(prompt))
+    build = demo_provider.ANSWERS.get(schema.get("title", ""))
+    answer = build(None, prompt) if build else demo_provider.from_json_schema(schema, prompt)  # type: ignore[arg-type]
+    return Reply(text=json.dumps(answer, ensure_ascii=False))
+
+
+def schema_answer(schema: dict[str, Any], values: dict[str, Any] | None = None) -> Any:
+    """An answer made from a JSON response schema alone, never from the prompt: what a model
+    that follows the schema but does not read ids out of prose would send.
+
+    Every property is given; a list has its minimum length (none when it may be empty); an
+    enum gives its first value, except in a list of fixed length n (minItems = maxItems = n)
+    whose elements have an enum of n values as their first such field: element i takes its
+    i-th value (the ids it must hold once each); a union its first branch that is not null;
+    a string a word that fits an id pattern (`<name>-<k>`, distinct within the answer); an
+    integer its minimum (or 1); a boolean true. `values` sets fields by name wherever they
+    are: what a model decides on content, which no schema says (never an id)."""
+    defs = schema.get("$defs", {})
+    fixed = values or {}
+    made = Counter[str]()
+
+    def resolve(node: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in node:
+            node = defs[node["$ref"].rsplit("/", 1)[-1]]
+        return node
+
+    def build(node: dict[str, Any], name: str, index: int | None) -> Any:
+        node = resolve(node)
+        if name in fixed:
+            return fixed[name]
+        if "const" in node:
+            return node["const"]
+        if "enum" in node:
+            return node["enum"][index % len(node["enum"])] if index is not None else node["enum"][0]
+        for union in ("anyOf", "oneOf"):
+            if union in node:
+                options = [o for o in node[union] if resolve(o).get("type") != "null"]
+                return build((options or node[union])[0], name, index)
+        kind = node.get("type")
+        if kind == "object":
+            answer, spent = {}, index is None
+            for key, sub in node.get("properties", {}).items():
+                takes = not spent and len(resolve(sub).get("enum", ())) == index_of_length[-1]
+                answer[key] = build(sub, key, index if takes else None)
+                spent = spent or takes
+            return answer
+        if kind == "array":
+            count = int(node.get("minItems", 0))
+            exact = count and node.get("maxItems") == count
+            index_of_length.append(count if exact else -1)
+            try:
+                return [
+                    build(node.get("items", {}), name, k if exact else None) for k in range(count)
+                ]
+            finally:
+                index_of_length.pop()
+        if kind == "integer":
+            return int(node.get("minimum", 1))
+        if kind == "number":
+            return float(node.get("minimum", 1))
+        if kind == "boolean":
+            return True
+        made[name] += 1
+        return re.sub(r"[^A-Za-z0-9_-]+", "-", f"{name}-{made[name]}")
+
+    index_of_length: list[int] = [-1]
+    return build(schema, "answer", None)
+
+
+def schema_only_reply(values: dict[str, Any] | None = None) -> Callable[[Recorded], Reply]:
+    """A responder that answers from the request's response schema alone (schema_answer); a
+    search with one generic grounded sentence, an audit with no URL read, free text with a
+    generic answer: no id, name or text is read out of the prompt."""
+
+    def reply(recorded: Recorded) -> Reply:
+        body = recorded.body
+        tools = json.dumps(body.get("tools", []))
+        if "googleSearch" in tools:
+            said = "A source says something about it."
+            return Reply(
+                text=said,
+                grounding=grounding_metadata([("A source", "source.example")], [(said, [0])]),
+            )
+        if "urlContext" in tools:
+            return Reply(text="The sources say what they say.", url_context={"urlMetadata": []})
+        schema = (body.get("generationConfig") or {}).get("responseJsonSchema")
+        if not schema and "response_format" in body:
+            schema = body["response_format"]["json_schema"]["schema"]
+        if not schema:
+            return Reply(text="An answer that says a little about it.")
+        return Reply(text=json.dumps(schema_answer(schema, values)))
+
+    return reply
 
 
 def grounding_metadata(
@@ -312,8 +547,7 @@ class FakeLLM:
         answer = responder(recorded) if responder is not None else None
         answer = answer if answer is not None else self.default
         if fault in _MUTATIONS:
-            mutate = break_rules if fault == "rule_breaking" else ignore_ids
-            answer = dataclasses.replace(answer, text=mutate(answer.text))
+            answer = dataclasses.replace(answer, text=_MUTATIONS[fault](answer.text, recorded))
         return answer
 
     def _draw(self, recorded: Recorded) -> str:
@@ -556,7 +790,7 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up (a timeout test): nothing to answer
 
 
-def start_fake_llm() -> tuple[FakeLLM, ThreadingHTTPServer]:
+def start_fake_llm(port: int = 0) -> tuple[FakeLLM, ThreadingHTTPServer]:
     handler = type("FakeHandler", (_Handler,), {})
     # The default listen backlog (5) drops connections when a chunk opens many at once.
     server_class = type(
@@ -564,7 +798,7 @@ def start_fake_llm() -> tuple[FakeLLM, ThreadingHTTPServer]:
         (ThreadingHTTPServer,),
         {"request_queue_size": max(ThreadingHTTPServer.request_queue_size, 128)},
     )
-    server = server_class(("127.0.0.1", 0), handler)
+    server = server_class(("127.0.0.1", port), handler)
     server.daemon_threads = True
     fake = FakeLLM(base_url=f"http://127.0.0.1:{server.server_address[1]}")
     handler.fake = fake
@@ -584,3 +818,30 @@ def fake_llm() -> Iterator[FakeLLM]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def main() -> None:
+    """`python -m tests.fake_llm --port N --text TEXT`: the fake on its own, for a deployment
+    driven from outside the tests (.ci/deploy_check.sh): every request gets TEXT as the model's
+    answer, until SIGTERM or Ctrl-C. Keys: GEMINI_KEY and OPENAI_KEY above."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
+    parser.add_argument("--port", type=int, required=True, help="loopback port to listen on")
+    parser.add_argument("--text", default="{}", help="the model's answer to every request")
+    args = parser.parse_args()
+    fake, server = start_fake_llm(args.port)
+    fake.default = Reply(text=args.text)
+    print(f"fake LLM server at {fake.base_url}", flush=True)
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    with contextlib.suppress(KeyboardInterrupt):
+        stopped.wait()
+    server.shutdown()
+    server.server_close()
+    print(f"fake LLM server answered {len(fake.requests)} request(s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

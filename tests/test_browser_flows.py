@@ -36,9 +36,9 @@ def test_keys_dialog_closed_with_esc_never_takes_the_next_enter(make_image, alic
     a = log_in("alice")
     page = a.page
     posts: list[str] = []
-    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
     page.goto("/review/")
-    expect(page.get_by_test_id("question")).to_have_text(Q1)
+    expect(page.get_by_test_id("question")).to_have_text(Q1)  # claimed on load (a POST)
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
 
     # Enter in the open dialog closes it (its Close button has the focus), nothing else.
     page.keyboard.press("?")
@@ -76,9 +76,9 @@ def test_enter_right_after_the_next_candidate_appears_is_sent_once(make_image, a
     a = log_in("alice")
     page = a.page
     posts: list[str] = []
-    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
     page.goto("/review/")
-    expect(page.get_by_test_id("question")).to_have_text(Q1)
+    expect(page.get_by_test_id("question")).to_have_text(Q1)  # claimed on load (a POST)
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
     page.evaluate("htmx.config.defaultSettleDelay = 1500")
     page.keyboard.press("a")
     page.keyboard.press("Enter")

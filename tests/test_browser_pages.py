@@ -76,6 +76,7 @@ def test_the_photo_zooms_to_the_screen_pans_and_esc_closes(make_image, alice, lo
     page = log_in("alice").page
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto("/review/")
+    expect(page.get_by_test_id("question")).to_be_visible()  # claimed on load (a POST)
     page.keyboard.press("z")
     overlay = page.locator("#photo-zoom")
     expect(overlay).to_be_visible()
@@ -146,3 +147,23 @@ def test_import_shows_progress_resets_on_failure_and_refreshes_the_list(root, lo
     )
     expect(page.locator("#upload-progress")).to_be_hidden()  # reset, not stuck at 100%
     expect(page.get_by_test_id("recent-imports")).to_contain_text("None yet.")
+
+
+def test_an_upload_over_the_import_caps_says_why_and_that_retrying_will_not_help(
+    root, log_in, tmp_path, settings
+):
+    """The server refuses it by its size, unread (core.middleware.RequestSizeMiddleware);
+    the page says what the limit is, not "press Retry"."""
+    settings.IMPORT_MAX_TOTAL_BYTES = settings.IMPORT_MAX_MANIFEST_BYTES = 0
+    page = log_in("root").page
+    page.goto("/import/")
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_bytes(b"\n" * (17 * 1024 * 1024))
+    page.get_by_label("Manifest").set_input_files(str(manifest))
+    page.get_by_role("button", name="Import").click()
+    expect(page.locator(".request-error")).to_contain_text(
+        "Too large to send, so nothing was saved: The upload is 17.0 MB, over the 16.0 MB "
+        "this import takes (IMPORT_MAX_TOTAL_BYTES + IMPORT_MAX_MANIFEST_BYTES); split it "
+        "into smaller imports. It was refused unread. Retrying the same files will be "
+        "refused again."
+    )

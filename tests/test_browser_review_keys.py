@@ -90,6 +90,7 @@ def test_a_failed_save_is_said_in_place_and_retried(make_image, alice, log_in):
     person = log_in("alice")
     page = person.page
     page.goto("/review/")
+    expect(question(page)).to_be_visible()  # claimed on load (a POST)
 
     # a 500: said in place, nothing swapped, the keys still work, Retry saves
     page.route("**/review/*/", lambda route: route.fulfill(status=500, body="boom"))
@@ -153,6 +154,7 @@ def test_enter_twice_sends_one_review_and_shows_busy(make_image, alice, log_in):
     make_image("img-1", ["One?", "Two?"])
     page = log_in("alice").page
     page.goto("/review/")
+    expect(question(page)).to_be_visible()  # claimed on load (a POST)
     held = []
     page.route("**/review/*/", lambda route: held.append(route))
     page.keyboard.press("a")
@@ -179,6 +181,7 @@ def test_undo_skip_and_the_list_of_today(make_image, alice, bob, log_in):
     _, (c1, c2, c3) = make_image("img-1", ["One?", "Two?", "Three?"])
     page = log_in("alice").page
     page.goto("/review/")
+    expect(question(page)).to_be_visible()  # claimed on load (a POST)
     page.keyboard.press("a")
     page.keyboard.press("Enter")
     expect(question(page)).to_have_text("Two?")
@@ -233,6 +236,7 @@ def test_single_keys_off_comment_key_and_keys_on_buttons(make_image, alice, log_
     make_image("img-1", ["One?", "Two?"])
     page = log_in("alice").page
     page.goto("/review/")
+    expect(question(page)).to_be_visible()  # claimed on load (a POST)
     page.keyboard.press("c")
     expect(page.get_by_label("Comment")).to_be_focused()
     page.keyboard.type("a comment, not keys: ard")

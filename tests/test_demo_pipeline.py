@@ -82,6 +82,41 @@ def _human_round(reviser: User) -> int:
     return done
 
 
+def _revise(reviser: User) -> tuple[RubricVersion, dict[str, str]]:
+    """The round the issue describes, on the first rubric waiting: two checks added (one in
+    Arabic and Chinese), three texts edited (a fact, a list member, a meta-insight) and two
+    checks re-tiered (an option, a step); completed. Returns the version and each changed
+    text with its tier."""
+    version = rubric_services.revision_claim(user=reviser)
+    assert version is not None and version.stage == Stage.HUMAN_1
+
+    def row(check_id: str):
+        return version.checks.get(check_id=check_id)
+
+    def step(action, **fields):
+        version.refresh_from_db()
+        action(user=reviser, version_id=version.pk, revision=version.revision, **fields)
+
+    texts = {
+        "The rocket lands upright on a drone ship (edited).": "answer_critical",
+        "الصاروخ يهبط عموديًا 火箭垂直着陆": "valuable",
+        'Its "form" is a tall white cylinder (edited).': "answer_critical",
+        "How it is used follows from its reuse (edited).": "context",
+        "Shown at launch, it steams (added).": "context",
+    }
+    step(rubric_services.check_edit_text, check_pk=row("I1").pk, text=list(texts)[0])
+    step(
+        rubric_services.check_add, text=list(texts)[1], tier="valuable", after_check_pk=row("I1").pk
+    )
+    step(rubric_services.check_edit_text, check_pk=row("I2.item1").pk, text=list(texts)[2])
+    step(rubric_services.check_edit_text, check_pk=row("M1").pk, text=list(texts)[3])
+    step(rubric_services.check_retier, check_pk=row("I3.opt2").pk, tier="answer_critical")
+    step(rubric_services.check_retier, check_pk=row("I4.step1").pk, tier="context")
+    step(rubric_services.check_add, text=list(texts)[4], tier="context")
+    step(rubric_services.revision_complete)
+    return version, texts
+
+
 def test_every_stage_runs_to_its_end_on_the_demo_provider(demo):
     generate = launch_and_drain("generate", "--all")
     assert generate.items_total == 1  # the Hubble photo, its demo questions all discarded
@@ -101,9 +136,18 @@ def test_every_stage_runs_to_its_end_on_the_demo_provider(demo):
         i["id"] for i in refined.meta_rubric["items"]
     }  # a verified superset
 
-    assert _human_round(User.objects.get(username="dave")) == 2  # the rocket and the cappuccino
+    dave = User.objects.get(username="dave")
+    human, revised = _revise(dave)  # a round 1 with the changes of issue 21
+    assert _human_round(dave) == 1  # and the other rubric's, as it stands
     launch_and_drain("refine2", "--all")
     assert RubricVersion.objects.filter(stage=Stage.LLM_REFINED_2).count() == 2
+    # Refinement round 2 keeps every change of the human round (issue 21: it erased them).
+    second = RubricVersion.objects.get(rubric=human.rubric, stage=Stage.LLM_REFINED_2)
+    ops = sorted((h["op"], h["outcome"]) for h in second.human_changes)
+    assert ops == [("add", "carried")] * 2 + [("edit", "carried")] * 3 + [("retier", "carried")] * 2
+    texts = {c.text: c.tier for c in second.checks.all()}
+    for text, tier in revised.items():
+        assert any(text in said and at == tier for said, at in texts.items()), (text, tier)
     assert _human_round(User.objects.get(username="dave")) == 2  # human round 2, frozen
 
     launch_and_drain("collect", "--model", DEMO_EVALUATED_MODEL, "--setting", "multimodal")

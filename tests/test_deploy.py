@@ -1,11 +1,20 @@
-"""Production settings: refuse to start without secrets; `check --deploy` reports nothing."""
+"""Production settings: refuse to start without secrets; `check --deploy` reports nothing. The
+deployment files (.env.example, docker-compose.yml, Dockerfile, deploy/) say what the settings
+and the app do, and the locks split the runtime from the developer tools."""
 
+import ast
+import inspect
+import json
 import os
+import re
+import runpy
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
+from django.conf import settings as django_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCTION_ENV = {
@@ -51,3 +60,210 @@ def test_production_refuses_to_start_without(missing):
 def test_production_refuses_a_weak_secret():
     result = manage("check", env={**PRODUCTION_ENV, "SECRET_KEY": "short"})
     assert result.returncode != 0 and "SECRET_KEY must be" in result.stderr
+
+
+# --- What the deployment files promise (README.md, "Production") ---------------------------
+
+SETTING_READERS = {"env", "envbool", "envint", "envlist", "required"}
+# Read by something else than settings.py: compose, gunicorn, the HTTP clients.
+OTHER_SETTINGS = {"POSTGRES_PASSWORD", "WEB_BIND", "GAMUT_SUBNET", "WEB_CONCURRENCY"}
+OTHER_SETTINGS |= {"HTTPS_PROXY", "NO_PROXY"}
+TEST_ONLY_SETTINGS = {"GAMUT_SQLITE_TEST_NAME"}
+
+
+def settings_read() -> set[str]:
+    """Every environment variable gamut_site/settings.py reads."""
+    tree = ast.parse((ROOT / "gamut_site" / "settings.py").read_text())
+    return {
+        node.args[0].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in SETTING_READERS
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    } - TEST_ONLY_SETTINGS
+
+
+def env_example_names() -> set[str]:
+    text = (ROOT / ".env.example").read_text()
+    return set(re.findall(r"^(?:# )?([A-Z][A-Z0-9_]+)=", text, re.MULTILINE))
+
+
+def test_env_example_has_every_setting_and_no_other():
+    read = settings_read()
+    assert {"SECRET_KEY", "GEMINI_API_KEY", "LLM_MODEL_GENERATION", "LOG_LEVEL"} <= read
+    names = env_example_names()
+    assert read - names == set(), "settings.py reads these, .env.example does not name them"
+    assert names - read - OTHER_SETTINGS == set(), ".env.example names what nothing reads"
+
+
+def test_env_example_is_refused_until_its_secret_is_set():
+    """The example's placeholder secret stops a production start: nobody runs on it."""
+    values = dict(
+        re.findall(r"^([A-Z][A-Z0-9_]+)=(.*)$", (ROOT / ".env.example").read_text(), re.M)
+    )
+    assert values["GAMUT_ENV"] == "production"
+    result = manage("check", env=values)
+    assert result.returncode != 0 and "SECRET_KEY must be at least 50" in result.stderr
+
+
+def test_readme_configuration_names_every_setting():
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("\n## Configuration") : readme.index("\n## Production")]
+    missing = {name for name in settings_read() | OTHER_SETTINGS if f"`{name}`" not in section}
+    assert missing == set(), "README's Configuration does not describe these"
+
+
+def test_compose_reads_env_and_migrates_once_per_deploy():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    for name in ("migrate", "web", "worker", "beat"):
+        assert services[name]["env_file"] == ".env", name
+    migrating = [n for n, s in services.items() if "migrate" in json.dumps(s.get("command", ""))]
+    assert migrating == ["migrate"] and services["migrate"]["restart"] == "no"
+    for name in ("web", "worker", "beat"):
+        assert services[name]["depends_on"]["migrate"] == {
+            "condition": "service_completed_successfully"
+        }
+    # The web runs the image's command: gunicorn with the shipped configuration.
+    assert "command" not in services["web"]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert 'CMD ["gunicorn", "-c", "deploy/gunicorn.conf.py"' in dockerfile
+    assert "-r requirements.lock" in dockerfile and "requirements-dev.lock" not in re.sub(
+        r"#.*", "", dockerfile
+    )
+
+
+def test_gunicorn_preloads_the_app_and_waits_as_long_as_nginx_for_imports():
+    conf = runpy.run_path(str(ROOT / "deploy" / "gunicorn.conf.py"))
+    assert conf["preload_app"] is True
+    nginx = (ROOT / "deploy" / "nginx.conf").read_text()
+    waits = {int(s) for s in re.findall(r"proxy_read_timeout (\d+)s;", nginx)}
+    assert max(waits) <= conf["timeout"]
+
+
+def nginx_locations() -> dict[str, int]:
+    """The exact-path locations of deploy/nginx.conf and their body size, in bytes."""
+    nginx = (ROOT / "deploy" / "nginx.conf").read_text()
+    sizes = {}
+    for path, block in re.findall(r"location = (\S+) \{(.*?)\}", nginx, re.S):
+        size = re.search(r"client_max_body_size (\d+)m;", block)
+        sizes[path] = int(size.group(1)) * 1024 * 1024
+    return sizes
+
+
+def view_source(callback) -> str:
+    """The source of the function behind a URL: a function view, or the function DRF's api_view
+    made into a class (it keeps the function's module and name)."""
+    target = getattr(callback, "cls", None) or inspect.unwrap(callback)
+    module = sys.modules.get(getattr(target, "__module__", None) or "")
+    if module is None or not hasattr(target, "__name__"):
+        return ""
+    source = inspect.getsource(module)
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and node.name == target.__name__:
+            return ast.get_source_segment(source, node) or ""
+    return ""
+
+
+def upload_views() -> set[str]:
+    """The paths of the site whose view reads an uploaded file (request.FILES)."""
+    from django.urls import get_resolver
+
+    return {
+        "/" + str(pattern.pattern)
+        for pattern in get_resolver().url_patterns
+        if hasattr(pattern, "callback") and "request.FILES" in view_source(pattern.callback)
+    }
+
+
+def test_nginx_takes_large_bodies_on_the_upload_paths_only():
+    locations = nginx_locations()
+    assert set(locations) == upload_views(), "an upload path without its nginx location"
+    nginx = (ROOT / "deploy" / "nginx.conf").read_text()
+    default = int(re.search(r"^    client_max_body_size (\d+)m;", nginx, re.M).group(1)) << 20
+    assert django_settings.DATA_UPLOAD_MAX_MEMORY_SIZE <= default < 6 << 20
+    imports = django_settings.IMPORT_MAX_TOTAL_BYTES + django_settings.IMPORT_MAX_MANIFEST_BYTES
+    for path, size in locations.items():
+        need = (
+            django_settings.IMPORT_MAX_MANIFEST_BYTES
+            if "training" in path or "gold" in path
+            else imports
+        )
+        assert need < size < need + (16 << 20), path
+
+
+def lock_names(name: str) -> set[str]:
+    text = (ROOT / name).read_text()
+    return {normalized(m) for m in re.findall(r"^([A-Za-z0-9._-]+)==", text, re.M)}
+
+
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# Every module of the apps (not their tests), imported in an interpreter where the packages of
+# the dev lock alone cannot be imported, as in the runtime venv of `make run` and the image.
+# An optional import of one of them (a library trying aiohttp, say) falls back as it would
+# there; a module of ours that needs one fails.
+RUNTIME_IMPORTS = """
+import importlib, json, os, pkgutil, re, sys
+from importlib.metadata import packages_distributions
+
+dev_only = set(json.loads(sys.argv[1]))
+norm = lambda name: re.sub(r"[-_.]+", "-", name).lower()
+blocked = {
+    top
+    for top, dists in packages_distributions().items()
+    if all(norm(d) in dev_only for d in dists)
+}
+
+class DevOnly:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in blocked:
+            raise ModuleNotFoundError(f"No module named {name!r} (dev lock only)", name=name)
+        return None
+
+sys.meta_path.insert(0, DevOnly())
+try:
+    import pytest
+except ModuleNotFoundError:
+    pass
+else:
+    raise SystemExit("pytest was importable: the dev packages are not blocked")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gamut_site.settings")
+import django
+django.setup()
+
+def walk(package):
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name not in ("tests", "inspect_package"):  # the export's own, not the app's
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            if info.ispkg:
+                walk(module)
+
+for app in ("core", "annotation", "rubrics", "llm", "judging", "gamut_site"):
+    walk(importlib.import_module(app))
+import gamut_site.wsgi
+print(len(sys.modules), "modules")
+"""
+
+
+def test_runtime_lock_holds_what_the_app_imports_and_the_dev_lock_the_rest():
+    runtime, dev = lock_names("requirements.lock"), lock_names("requirements-dev.lock")
+    assert runtime & dev == set()
+    assert {"pytest", "playwright", "mypy", "schemathesis", "inspect-ai"} <= dev
+    assert {"django", "celery", "gunicorn", "google-genai", "openai", "psycopg"} <= runtime
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    result = subprocess.run(
+        [sys.executable, "-c", RUNTIME_IMPORTS, json.dumps(sorted(dev))],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "modules" in result.stdout

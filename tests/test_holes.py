@@ -4,7 +4,7 @@ token."""
 
 import pytest
 from django.contrib.auth.models import Group, User
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from annotation import services
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 def api(user=None, token=False) -> APIClient:
     client = APIClient()
     if user is not None and token:
-        key = Token.objects.get_or_create(user=user)[0].key
+        _, key = AuthToken.objects.create(user=user)
         client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     elif user is not None:
         client.force_authenticate(user)

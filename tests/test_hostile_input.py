@@ -257,3 +257,42 @@ def test_login_form(db, field, login_limits_cleared):
         assert response.status_code < 500
 
     run()
+
+
+# --- reachable 500s (issue 22, section 4) ------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["id", "home", "pipeline", "./x", "javascript:alert(1)"])
+def test_a_bare_word_as_next_is_not_taken_for_a_url_name(alice, target):
+    """`next` is a path on this site or nothing: a bare word used to be handed to redirect(),
+    which looks it up as a URL name and raised NoReverseMatch (a 500) for `id`."""
+    web = Client(raise_request_exception=False)
+    web.force_login(alice)
+    response = web.post("/preferences/shortcuts/", {"on": "0", "next": target})
+    assert response.status_code == 302 and response.url == "/"
+
+
+@pytest.mark.parametrize("target", ["id", "pipeline", "//evil.example/"])
+def test_promote_with_a_bare_word_as_next(root, make_image, target):
+    _, (candidate,) = make_image("img-promote")
+    web = Client(raise_request_exception=False)
+    web.force_login(root)
+    # Refused (the candidate is not accepted) and then promoted: both ways back are safe.
+    refused = web.post(f"/candidates/{candidate.pk}/promote/", {"next": target})
+    assert refused.status_code == 302 and refused.url == "/pipeline/"
+    candidate.status = "accepted"
+    candidate.save(update_fields=["status"])
+    done = web.post(f"/candidates/{candidate.pk}/promote/", {"next": target})
+    assert done.status_code == 302 and done.url == "/pipeline/"
+    back = web.post(f"/candidates/{candidate.pk}/promote/", {"next": "/images/img-promote/"})
+    assert back.status_code == 302 and back.url == "/images/img-promote/"
+
+
+def test_options_on_the_api_docs_is_a_405_page_not_a_500(root):
+    web = Client(raise_request_exception=False)
+    web.force_login(root)
+    response = web.options("/api/docs/")
+    assert response.status_code == 405
+    assert response["Allow"] == "GET, HEAD"
+    assert "It does not take a OPTIONS request" in response.content.decode()
+    assert web.get("/api/docs/").status_code == 200

@@ -7,7 +7,8 @@ The fake answers each call by what it asks for (a pipeline fake, composed on tes
 a search (googleSearch tool) gets grounded text, an audit (urlContext tool) notes in prose, a
 structured call an answer that fits its response schema (an entity proposal naming the dish;
 the audit's verdicts one per snippet
-id in its prompt, the guard's selecting the first candidate id in its prompt)."""
+id in its prompt, the guard's selecting the first candidate id in its prompt, a rebuild the
+demo provider's, which carries the human round's changes)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from judging import llm_jobs as judging_jobs
 from judging.leaderboard import leaderboard
 from judging.models import EvaluatedModel, Judge, Response, Verdict
 from llm import jobs
+from llm.fencing import outside_fences
 from llm.models import Job, JobStatus, LLMModel
 from rubrics import llm_jobs as rubric_jobs
 from rubrics import services as rubric_services
@@ -41,6 +43,7 @@ from tests.fake_llm import (
     FakeLLM,
     Recorded,
     Reply,
+    demo_reply,
     grounding_metadata,
     start_fake_llm,
 )
@@ -119,7 +122,8 @@ def pipeline_reply(recorded: Recorded) -> Reply:
             )
         )
     if "partial_coverage" in fields:  # the audit's notes, structured
-        ids = sorted(set(re.findall(r"\[(s\d+)\]", _prompt(body))), key=lambda s: int(s[1:]))
+        listed = re.findall(r"^- (s\d+):$", outside_fences(_prompt(body)), re.MULTILINE)
+        ids = sorted(set(listed), key=lambda s: int(s[1:]))
         return Reply(
             text=json.dumps(
                 {
@@ -132,7 +136,10 @@ def pipeline_reply(recorded: Recorded) -> Reply:
             )
         )
     if "verdicts" in fields:
-        ids = [int(i) for i in re.findall(r"^- id (\d+):", _prompt(body), re.MULTILINE)]
+        ids = [
+            int(i)
+            for i in re.findall(r"^- id (\d+):$", outside_fences(_prompt(body)), re.MULTILINE)
+        ]
         return Reply(
             text=json.dumps(
                 {
@@ -151,8 +158,8 @@ def pipeline_reply(recorded: Recorded) -> Reply:
                 }
             )
         )
-    if "dropped" in fields:
-        return Reply(text=json.dumps({"items": ITEMS, "dropped": []}))
+    if "dropped" in fields:  # a rebuild: the demo provider's, which carries the human changes
+        return demo_reply(recorded)
     if "items" in fields:
         return Reply(text=json.dumps({"items": ITEMS}))
     return Reply(
@@ -341,6 +348,9 @@ def test_the_whole_pipeline_runs_through_a_real_worker(
         r.body for r in fake.requests if "dropped" in json.dumps(r.body.get("generationConfig", {}))
     )
     assert "The beef is braised in Burgundy wine." in _prompt(rebuild)
+    # The reviser's edit is in the new version, not reverted (issue 21).
+    assert [(h["op"], h["outcome"]) for h in second.human_changes] == [("edit", "carried")]
+    assert second.checks.filter(text__contains="The beef is braised in Burgundy wine.").exists()
 
     # Stage 3: the evaluated model answers with the photo, a judge grades each check.
     llm = LLMModel.objects.get(name=MODEL)

@@ -2,7 +2,7 @@
 is (X-Forwarded-For, which the login limit counts by) and whether it used HTTPS
 (X-Forwarded-Proto). The deployment files keep the web server behind the proxy."""
 
-import re
+import runpy
 from pathlib import Path
 
 import pytest
@@ -84,20 +84,25 @@ def test_production_with_proxies_passes_the_deploy_check():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_compose_keeps_the_web_server_behind_the_proxy():
+def test_compose_keeps_the_web_server_behind_the_proxy(monkeypatch):
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     web = compose["services"]["web"]
     # Published on the loopback interface unless asked otherwise: the proxy on the host is
     # the way in, not the server itself.
     assert web["ports"] == ["${WEB_BIND:-127.0.0.1}:8000:8000"]
-    command = " ".join(web["command"])
-    # gunicorn believes X-Forwarded-Proto from the same proxies as Django ($$ is compose's $).
-    assert re.search(r'--forwarded-allow-ips "\$\$TRUSTED_PROXIES"', command)
     # The default trusts the compose network's own subnet (where the host's proxy arrives from).
     subnet = compose["networks"]["default"]["ipam"]["config"][0]["subnet"]
     assert subnet == "${GAMUT_SUBNET:-172.30.57.0/24}"
     assert compose["x-app"]["environment"]["TRUSTED_PROXIES"] == (
         "${TRUSTED_PROXIES:-${GAMUT_SUBNET:-172.30.57.0/24}}"
     )
+    # The web runs the image's gunicorn with deploy/gunicorn.conf.py, which believes
+    # X-Forwarded-Proto from the same proxies as Django.
+    assert "command" not in web
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert '--forwarded-allow-ips \\"${TRUSTED_PROXIES:-127.0.0.1,::1}\\"' in dockerfile
+    assert 'CMD ["gunicorn", "-c", "deploy/gunicorn.conf.py", "-b", "0.0.0.0:8000"' in dockerfile
+    conf = ROOT / "deploy" / "gunicorn.conf.py"
+    monkeypatch.delenv("TRUSTED_PROXIES", raising=False)
+    assert runpy.run_path(str(conf))["forwarded_allow_ips"] == "127.0.0.1,::1"
+    monkeypatch.setenv("TRUSTED_PROXIES", "172.30.57.0/24")
+    assert runpy.run_path(str(conf))["forwarded_allow_ips"] == "172.30.57.0/24"

@@ -24,3 +24,12 @@ def make_gold(root, image, *, text="Gold: what is this dish?", decision="discard
         note=fields.pop("note", GOLD_NOTE),
         **fields,
     )
+
+
+def draw(user, item) -> None:
+    """Draw the gold item into the person's queue, as the review page does (only a gold item
+    drawn for a person may be answered by them)."""
+    from annotation import services
+
+    claimed = services.review_claim(user=user)
+    assert claimed is not None and claimed.candidate.pk == item.candidate_id, claimed

@@ -1,10 +1,11 @@
 """The API contract as scripts use it, the refusals for every role, and blind review."""
 
 import pytest
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from annotation import services
+from annotation.api import review_public_id
 from annotation.models import CandidateStatus, Review
 
 pytestmark = pytest.mark.django_db
@@ -16,7 +17,7 @@ def as_user():
         client = APIClient()
         if user is not None:
             if token:
-                key = Token.objects.create(user=user).key
+                _, key = AuthToken.objects.create(user=user)
                 client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
             else:
                 client.force_authenticate(user)
@@ -88,7 +89,8 @@ def test_submit_201(as_user, alice, make_image):
     assert response.status_code == 201, response.content
     body = response.json()
     assert body["decision"] == "revise" and body["annotator"] == "alice"
-    assert Review.objects.get(pk=body["id"]).seconds == 30
+    review = Review.objects.get()
+    assert review.seconds == 30 and body["id"] == review_public_id(review)
 
 
 def test_submit_needs_no_claim(as_user, alice, bob, make_image):

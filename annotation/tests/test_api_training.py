@@ -11,8 +11,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from annotation import audits, services
+from annotation.api import review_public_id
 from annotation.models import GoldItem, ReviewAudit, RoundAudit, TrainingState
-from annotation.tests.quality import make_gold, set_rates
+from annotation.tests.quality import draw, make_gold, set_rates
 from tests.schema_match import response_mismatches
 
 pytestmark = pytest.mark.django_db
@@ -132,6 +133,7 @@ def test_an_annotator_reads_their_own_standing(
         "required": True,
         "blocked": False,
     }
+    draw(alice, first)
     services.review_submit(user=alice, candidate_id=first.candidate_id, decision="accept")
     # config, state, items, answers (the roles were read once, by the call above)
     with django_assert_num_queries(4):
@@ -148,6 +150,7 @@ def test_a_failed_trainee_reads_blocked_and_a_reset_opens_a_new_attempt(make_ima
     image, _ = make_image()
     set_rates(training_pass_share=1.0)
     item = make_gold(root, image, training=True, decision="discard")
+    draw(alice, item)
     services.review_submit(user=alice, candidate_id=item.candidate_id, decision="accept")
     body = api(alice).get(ME).json()
     assert body["standing"] == "failed" and body["blocked"] and body["required"]
@@ -170,6 +173,7 @@ def test_an_admin_lists_resets_and_lets_through(
     set_rates(training_pass_share=0.5)
     item = make_gold(root, image, training=True, decision="discard")
     make_gold(root, image, text="Not training?")
+    draw(alice, item)
     services.review_submit(user=alice, candidate_id=item.candidate_id, decision="discard")
     api(root).get(LIST)
     with django_assert_num_queries(5):  # config, items, annotators, states, answers
@@ -268,7 +272,7 @@ def test_an_adjudicator_lists_the_drawn_reviews_and_gives_verdicts(
     audit = ReviewAudit.objects.select_related("review__candidate").order_by("id").first()
     shown = body["audits"][0]
     assert shown["id"] == audit.pk
-    assert shown["review"]["id"] == audit.review_id
+    assert shown["review"]["id"] == review_public_id(audit.review)
     assert shown["review"]["annotator"] == audit.annotator.username
     assert shown["candidate"]["text"] == audit.review.candidate.text
     assert shown["candidate"]["outcome"] == "accepted" and not shown["candidate"]["adjudicated"]

@@ -13,15 +13,20 @@ import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.core.management import call_command
+from PIL import Image as PILImage
 from rest_framework.test import APIClient
 
 from annotation.models import AuditEvent, Image, ImportBatch
 from conftest import png_bytes
 from tests.hostile_files import (
+    gif_frames,
     gif_js_polyglot,
+    jpeg_with_icc,
     other_format,
+    png_blank,
     png_header_only,
     png_html_polyglot,
+    webp_header_only,
     zip_bytes,
     zip_encrypted,
     zip_with_bad_crc,
@@ -198,13 +203,14 @@ def deep_json(depth: int) -> str:
         (
             [line("s1", "bomb.png")],
             {"bomb.png": png_header_only(30000, 30000)},
-            "line 1: image 'bomb.png' has more pixels than the limit of 89,478,485",
+            "line 1: image 'bomb.png' has more pixels than the limit of 50,000,000",
         ),
         # Between Pillow's warning and its error: the limit still holds.
         (
             [line("s1", "big.png")],
             {"big.png": png_header_only(10000, 10000)},
-            "line 1: image 'big.png' has more pixels than the limit",
+            "line 1: image 'big.png' is 10000x10000 pixels: 100,000,000 pixels for a browser "
+            "or a model to decode, over the limit of 50,000,000 (IMAGE_MAX_PIXELS)",
         ),
         ([deep_json(5000)], {}, "line 1: not valid JSON: nested deeper than the limit of 32"),
         ([deep_json(100)], {}, "line 1: nested deeper than the limit of 32 levels"),
@@ -488,3 +494,300 @@ def test_the_schema_documents_the_413(client, root):
     schema = client.get("/api/schema/", {"format": "json"}).json()
     for path in ("/api/images/import/", "/api/images/import/crag-mm/"):
         assert "413" in schema["paths"][path]["post"]["responses"], path
+
+
+# --- CRAG-MM: Parquet bombs and the texts of a row (issue 22, section 4) ----------------------
+
+REPO = Path(__file__).resolve().parents[2]
+# crag_mm_plan in a process of its own, after Django and pyarrow are loaded: the answer, the
+# seconds, and how far the peak resident memory grew over what the process had before.
+PLAN_IN_CHILD = """
+import json, resource, sys, tempfile, time
+from pathlib import Path
+import django
+django.setup()
+import pyarrow.parquet  # noqa: F401
+from annotation.crag_mm import DEFAULT_DOMAIN_MAP, crag_mm_plan
+from annotation.importing import ImportProblems
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.monotonic()
+try:
+    crag_mm_plan(Path(sys.argv[1]), split="validation", mapping=DEFAULT_DOMAIN_MAP,
+                 workdir=Path(tempfile.mkdtemp()))
+    problems = []
+except ImportProblems as exc:
+    problems = exc.problems
+grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+print(json.dumps({"problems": problems, "seconds": time.monotonic() - start,
+                  "grew_mb": grew / 1024}))
+"""
+
+
+def child(code: str, *args: str) -> str:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "DJANGO_SETTINGS_MODULE": "gamut_site.settings"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.parametrize(
+    ("make", "size", "message"),
+    [
+        (
+            "crag_many_turns(path)",
+            1_500,
+            "row group 1 (1 row(s)): 4,000,000 turns (values of turns.list.element."
+            "interaction_id), while a row may hold at most 32",
+        ),
+        (
+            "crag_image_bombs(path, shared=False)",
+            30_000,
+            "row group 1 (1 row(s)): the image bytes unpack to 64.0 MB, over the 20 MB an "
+            "image may have (IMPORT_MAX_FILE_BYTES)",
+        ),
+        (
+            "crag_image_bombs(path, shared=True)",
+            4_000,
+            "row group 1 (8 row(s)): 2,134 bytes of images unpack to 64.0 MB; photos (JPEG, "
+            "PNG, WebP, GIF) are compressed already, so these are not photos",
+        ),
+    ],
+)
+def test_parquet_bombs_are_refused_from_the_metadata(tmp_path, make, size, message):
+    """A shard of a few KB that decodes to gigabytes (4 million turns in one row: 2.2 GiB in
+    11 s before; 8 x 64 MB of image bytes: 1.6 GiB) is refused from its footer, before a value
+    is decoded: in milliseconds, the process growing by a few MB."""
+    path = tmp_path / "data" / "validation-00000-of-00001.parquet"
+    path.parent.mkdir()
+    child(f"from tests.hostile_files import *; path = {str(path)!r}; {make}")
+    assert path.stat().st_size < size
+    answer = json.loads(child(PLAN_IN_CHILD, str(tmp_path)).splitlines()[-1])
+    assert any(problem.endswith(message) for problem in answer["problems"]), answer
+    assert answer["seconds"] < 1.0, answer
+    assert answer["grew_mb"] < 50, answer
+
+
+def crag_folder(tmp_path, rows, **kwargs):
+    from annotation.tests.test_crag_mm import write_dataset
+
+    return write_dataset(tmp_path / "ds", rows, shards=1, **kwargs)
+
+
+def crag_run(*args):
+    from annotation.tests.test_crag_mm import run
+
+    return run(*args)
+
+
+def test_a_row_over_its_caps_in_a_sound_row_group_is_refused_before_python_sees_it(
+    tmp_path, settings
+):
+    """The footer allows a row group its rows' caps together; one row may still hold more
+    than its share. It is measured in Arrow (list length, byte length) and refused without
+    being turned into Python objects."""
+    import os
+
+    from annotation.tests.test_crag_mm import photo, row
+
+    settings.IMPORT_MAX_FILE_BYTES = 200_000
+    many = row("s-many", "animal", "what is it?", data=photo())
+    many["turns"] = many["turns"] * 50
+    big = row("s-big", "food", "what dish?", data=os.urandom(300_000))
+    rows = [many, row("s-ok", "food", "what soup?", data=photo()), big, row("s-3", "food", "?")]
+    code, _, err = crag_run(crag_folder(tmp_path, rows))
+    assert code == 2
+    assert "validation-00000-of-00001.parquet row 1: 50 turns, over the 32 a row may hold" in err
+    assert "row 3: the image is 0.3 MB, over the 0 MB limit (IMPORT_MAX_FILE_BYTES)" in err
+    assert not Image.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("query", "answer", "domain", "message"),
+    [
+        ("q" * 2001, "An answer.", "food", "query is longer than 2000 characters."),
+        (
+            "x" * 3_000_000,
+            "An answer.",
+            "food",
+            "row group 1 (2 row(s)): turns.list.element.query unpacks to 2.9 MB, over the "
+            "1024 KB of text a row may hold",
+        ),
+        (
+            "\x1b[31mwhat?",
+            "An answer.",
+            "food",
+            "row 2 (session s-1): query may not contain U+001B (a control character) at "
+            "character 1.",
+        ),
+        ("what\u202e?", "An answer.", "food", "query may not contain U+202E (right-to-left"),
+        ("what?", "a\x00b", "food", "answer (ans_full) may not contain U+0000"),
+        ("what?", "a" * 10_001, "food", "answer (ans_full) is longer than 10000 characters."),
+        ("what?", "An answer.", "fo\u2066od", "domain may not contain U+2066"),
+        ("what?", "An answer.", "f" * 101, "domain is longer than 100 characters."),
+    ],
+)
+def test_the_texts_of_a_row_get_every_imports_rules(tmp_path, query, answer, domain, message):
+    from annotation.tests.test_crag_mm import photo, row
+
+    rows = [
+        row("s-ok", "animal", "what cat?", data=photo()),
+        row("s-1", domain, query, answer=answer, data=photo()),
+    ]
+    code, _, err = crag_run(crag_folder(tmp_path, rows))
+    assert code == 2, err
+    assert message in err, err
+    assert not Image.objects.exists()
+
+
+def test_a_bad_session_id_is_shown_escaped(tmp_path):
+    from annotation.tests.test_crag_mm import photo, row
+
+    code, _, err = crag_run(crag_folder(tmp_path, [row("s\x1b[2J", "food", "?", data=photo())]))
+    assert code == 2
+    assert "row 1: the session id must be letters, digits and -_.: (at most 200), not " in err
+    assert "'s\\x1b[2J'" in err and "\x1b" not in err
+
+
+def test_an_image_url_gets_the_text_rules(tmp_path):
+    from annotation.tests.test_crag_mm import row
+
+    code, _, err = crag_run(
+        crag_folder(tmp_path, [row("s-1", "food", "?", url="https://x.example/\u202egpj.exe")])
+    )
+    assert code == 2 and "row 1 (session s-1): image_url may not contain U+202E" in err
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        (
+            "e.jsonl",
+            json.dumps({"session_id": "s-cat", "entity": "E" * 600}),
+            "entities.jsonl: line 1: entity is longer than 500 characters.",
+        ),
+        (
+            "e.jsonl",
+            json.dumps({"session_id": "s-cat", "entity": "Maine\u202eCoon"}),
+            "entities.jsonl: line 1: entity may not contain U+202E",
+        ),
+        (
+            "e.jsonl",
+            json.dumps({"session_id": "s-cat", "entity": 42}),
+            "entities.jsonl: line 1: entity must be text.",
+        ),
+        (
+            "e.jsonl",
+            json.dumps({"session_id": "s cat", "entity": "Cat"}),
+            "entities.jsonl: line 1: session_id may hold only letters, digits and - _ . :",
+        ),
+        (
+            "e.jsonl",
+            "[" * 5000 + "]" * 5000,
+            "entities.jsonl: line 1: not valid JSON: nested deeper than the limit of 32",
+        ),
+        (
+            "e.csv",
+            "session_id,entity\ns-cat," + "C" * 200_000 + "\n",
+            "entities.csv: line 2: not readable as CSV (field larger than field limit",
+        ),
+    ],
+)
+def test_a_bad_entities_file_is_a_400_naming_its_line_not_a_500(
+    client, root, tmp_path, name, text, message
+):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from annotation.tests.test_crag_mm import ROWS, _uploads, write_dataset
+
+    folder = write_dataset(tmp_path / "ds", ROWS)
+    client.force_login(root)
+    answer = client.post(
+        "/api/images/import/crag-mm/",
+        {"shards": _uploads(folder), "entities": SimpleUploadedFile(name, text.encode())},
+    )
+    assert answer.status_code == 400, answer.content[:500]
+    assert any(error.startswith(message) for error in answer.json()["errors"]), answer.json()
+    assert not Image.objects.exists()
+
+
+# --- images small on disk and huge to show (issue 22, section 4) ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda: png_blank(9459, 9459),
+            "image 'big.png' is 9459x9459 pixels: 89,472,681 pixels for a browser or a model "
+            "to decode, over the limit of 50,000,000 (IMAGE_MAX_PIXELS)",
+        ),
+        (
+            lambda: webp_header_only(16383, 5461),
+            "image 'big.png' is 16383x5461 pixels; its longer side may be at most 12,000 "
+            "(IMAGE_MAX_SIDE)",
+        ),
+        (
+            lambda: gif_frames(5000),
+            "image 'big.png' has 5,000 frames, over the limit of 100 (IMAGE_MAX_FRAMES)",
+        ),
+        (
+            lambda: gif_frames(90, 1000, 1000),
+            "image 'big.png' is 90 frames of 1000x1000 pixels: 90,000,000 pixels for a browser "
+            "or a model to decode, over the limit of 50,000,000 (IMAGE_MAX_PIXELS)",
+        ),
+        (
+            lambda: jpeg_with_icc(16_000_000),
+            "image 'big.png' carries 16,000,000 bytes of metadata (ICC profile, EXIF, XMP, "
+            "text), over the limit of 1,048,576 (IMAGE_MAX_METADATA_BYTES)",
+        ),
+    ],
+)
+def test_images_tiny_on_disk_and_huge_to_show_are_refused(root, make, message):
+    data = make()
+    assert len(data) < settings_file_cap()
+    response = api_import(root, line("s1", "big.png"), zip_bytes({"big.png": data}))
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"] == [f"line 1: {message}"]
+    assert nothing_written()
+
+
+def settings_file_cap() -> int:
+    from django.conf import settings
+
+    return settings.IMPORT_MAX_FILE_BYTES
+
+
+def test_images_within_the_caps_still_import(root):
+    files = {
+        "wide.png": png_blank(12000, 400),
+        "anim.gif": gif_frames(100, 200, 200),
+        "icc.jpg": jpeg_with_icc(500_000),
+    }
+    manifest = "\n".join(line(f"s-{k}", name) for k, name in enumerate(files))
+    response = api_import(root, manifest, zip_bytes(files))
+    assert response.status_code == 201, response.content
+    assert Image.objects.count() == 3
+
+
+def test_a_phone_mpo_counts_the_picture_browsers_show(root, settings):
+    """A phone's MPO holds a second picture that browsers never show: it is one frame."""
+    buffer = io.BytesIO()
+    first = PILImage.new("RGB", (30, 30), (1, 2, 3))
+    first.save(buffer, format="MPO", save_all=True, append_images=[first.copy()])
+    assert PILImage.open(io.BytesIO(buffer.getvalue())).n_frames == 2
+    settings.IMAGE_MAX_PIXELS = 1000  # one 30x30 frame fits; two would not
+    response = api_import(
+        root, line("s1", "phone.jpg"), zip_bytes({"phone.jpg": buffer.getvalue()})
+    )
+    assert response.status_code == 201, response.content

@@ -18,6 +18,7 @@ from annotation import llm_jobs
 from annotation.models import AuditEvent, Candidate, CandidateOrigin, CandidateStatus, FinalQuestion
 from conftest import png_bytes
 from llm import jobs
+from llm.fencing import fenced_texts, outside_fences
 from llm.gateway import Gateway, GatewaySettings
 from llm.models import ItemStatus, Job, JobItem, JobStatus, LLMModel
 from llm.ratelimit import MemoryTokenBucket
@@ -257,7 +258,9 @@ def test_guard_rejects_a_leading_one_with_its_reason_selects_and_promotes(
         [],
     )
     prompt = next(p["text"] for p in image_parts(fake) if "text" in p)
-    assert f"id {leading.pk}: How does this engine" in prompt
+    # Each candidate in its own fence, after its id (guard v3 on).
+    assert f"- id {leading.pk}:\n<<<CANDIDATES>>>" in outside_fences(prompt)
+    assert ("CANDIDATES", leading.text) in fenced_texts(prompt)
     assert any("inlineData" in p for p in image_parts(fake))
 
 
@@ -392,7 +395,7 @@ def test_the_guard_is_told_the_over_represented_templates_and_their_shares(
 
     job = drain(llm_jobs.guard_launch(user=root), fake)
 
-    assert job.params["prompt_version"] == 2
+    assert job.params["prompt_version"] == 3
     # Fixed at launch: the one template of more than one question, with its share.
     assert job.params["overrepresented"] == [
         {
@@ -403,15 +406,16 @@ def test_the_guard_is_told_the_over_represented_templates_and_their_shares(
         }
     ]
     prompt = next(p["text"] for p in image_parts(fake) if "text" in p)
-    assert "“what is this <entity> and how fast does it go”: 3 of 4 final questions (75%)" in (
-        prompt
+    assert "- 3 of 4 final questions (75%):\n<<<OVERREPRESENTED>>>" in outside_fences(prompt)
+    assert ("OVERREPRESENTED", "what is this <entity> and how fast does it go") in (
+        fenced_texts(prompt)
     )
     # The answer is handled as before: the selected candidate became the question.
     assert FinalQuestion.objects.get(image=image).candidate_id == second.pk
     from llm.models import LedgerEntry
 
     call = LedgerEntry.objects.get(job_id=job.pk)
-    assert (call.template_name, call.template_version) == ("guard", "2")
+    assert (call.template_name, call.template_version) == ("guard", "3")
 
 
 def test_a_guard_job_of_prompt_v1_is_sent_v1_without_the_templates(
@@ -432,7 +436,26 @@ def test_a_guard_job_of_prompt_v1_is_sent_v1_without_the_templates(
     assert FinalQuestion.objects.get(image=image).candidate_id == only.pk
 
 
-def test_without_templates_yet_v2_says_so(sent, model, make_image, fake, root):
+def test_a_guard_job_of_prompt_v2_is_sent_v2s_listings(sent, model, make_image, fake, root):
+    # A job launched before v3 keeps its version, and v2's listings are plain lines.
+    image, (only,) = make_image("img-1", texts=["Only?"])
+    accept(only)
+    templates = [{"skeleton": "what is this <entity>", "size": 2, "share": 0.5, "of": 4}]
+    job = jobs.job_launch(
+        kind=llm_jobs.GUARD,
+        items=[("img-1", {"image_id": image.pk})],
+        user=root,
+        params={"model": model.name, "prompt_version": 2, "overrepresented": templates},
+    )
+    fake.queue(reply({"verdicts": [verdict(only)], "selected": only.pk}))
+    drain(job, fake)
+    prompt = next(p["text"] for p in image_parts(fake) if "text" in p)
+    assert f"- id {only.pk}: Only?" in prompt and "<<<" not in prompt
+    assert "- “what is this <entity>”: 2 of 4 final questions (50%)" in prompt
+    assert FinalQuestion.objects.get(image=image).candidate_id == only.pk
+
+
+def test_without_templates_yet_the_guard_is_told_none(sent, model, make_image, fake, root):
     from django.core.cache import cache
 
     cache.clear()
@@ -442,4 +465,5 @@ def test_without_templates_yet_v2_says_so(sent, model, make_image, fake, root):
     job = drain(llm_jobs.guard_launch(user=root), fake)
     assert job.params["overrepresented"] == []
     prompt = next(p["text"] for p in image_parts(fake) if "text" in p)
-    assert "(none yet: no template holds more than one final question)" in prompt
+    assert "while no template holds more than one final question):\n(none)\n" in prompt
+    assert "OVERREPRESENTED" not in prompt

@@ -436,7 +436,7 @@ def test_unclaimed_review_cannot_take_a_reserved_slot(alice, bob, erin, make_ima
     _, (c,) = make_image()
     services.review_claim(user=alice)
     services.review_claim(user=bob)
-    with pytest.raises(Conflict, match="reserved"):
+    with pytest.raises(Conflict, match="no review slot left for you"):
         review(erin, c, "accept")
     review(alice, c, "accept")
     review(bob, c, "discard")  # the claimant's slot was kept for them

@@ -37,10 +37,14 @@ def test_a_gold_review_is_recorded_apart_and_never_fills_a_slot(make_image, root
     assert isinstance(answer, GoldReview) and not answer.agrees
     assert answer.feedback.note == GOLD_NOTE
     assert not Review.objects.exists()
-    # Any number may answer it, and it stays gold: no adjudication, no promotion.
+    # Any number may answer it (each once it is drawn for them), and it stays gold: no
+    # adjudication, no promotion.
+    assert services.review_claim(user=bob).candidate.pk == item.candidate_id
     services.review_submit(user=bob, candidate_id=item.candidate_id, decision="discard")
+    erin2 = _annotator("erin2")
+    assert services.review_claim(user=erin2).candidate.pk == item.candidate_id
     services.review_submit(
-        user=_annotator("erin2"),
+        user=erin2,
         candidate_id=item.candidate_id,
         decision="revise",
         revised_text="What dish is this?",
@@ -63,6 +67,7 @@ def test_a_gold_item_is_answered_once_and_never_shown_again(make_image, root, al
     image, _ = make_image()
     item = make_gold(root, image)
     set_rates(gold_rate=1.0)
+    assert services.review_claim(user=alice).candidate.pk == item.candidate_id
     services.review_submit(user=alice, candidate_id=item.candidate_id, decision="discard")
     with pytest.raises(Conflict):
         services.review_submit(user=alice, candidate_id=item.candidate_id, decision="discard")
@@ -148,7 +153,8 @@ def test_a_trainee_below_the_threshold_is_blocked_until_an_admin_resets(make_ima
     image, (real,) = make_image()
     set_rates(training_pass_share=0.8, gold_rate=0.0)
     items = [make_gold(root, image, text=f"Train {i}?", training=True) for i in range(2)]
-    for item in items:
+    for item in items:  # drawn in order, each answered once drawn
+        assert services.review_claim(user=alice).candidate.pk == item.candidate_id
         services.review_submit(user=alice, candidate_id=item.candidate_id, decision="accept")
     standing = gold.training_standing(alice)
     assert standing.blocked and standing.agreed == 0
@@ -161,8 +167,8 @@ def test_a_trainee_below_the_threshold_is_blocked_until_an_admin_resets(make_ima
     gold.training_reset(user=root, annotator_id=alice.pk)
     assert TrainingState.objects.get(user=alice).attempt == 2
     # A new attempt: the training set again, the earlier answers kept but not counted.
-    assert services.review_claim(user=alice).candidate.pk == items[0].candidate_id
     for item in items:
+        assert services.review_claim(user=alice).candidate.pk == item.candidate_id
         services.review_submit(user=alice, candidate_id=item.candidate_id, decision="discard")
     assert gold.training_standing(alice).passed
     assert GoldReview.objects.filter(annotator=alice).count() == 4

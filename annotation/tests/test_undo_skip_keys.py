@@ -17,7 +17,7 @@ from annotation.models import (
     Review,
     ReviewClaim,
 )
-from core.errors import Conflict, InvalidInput, NotFound
+from core.errors import Conflict, NotFound
 
 pytestmark = pytest.mark.django_db
 
@@ -47,15 +47,16 @@ def test_without_a_key_a_second_submission_is_refused(make_image, alice):
         services.review_submit(user=alice, candidate_id=c.pk, decision="accept")
 
 
-def test_a_key_of_another_candidate_is_refused_naming_the_field(make_image, alice):
+def test_a_key_of_another_candidate_is_a_conflict_naming_the_field(make_image, alice):
     _, (c1, c2) = make_image(texts=["One?", "Two?"])
     key = uuid.uuid4()
     services.review_submit(user=alice, candidate_id=c1.pk, decision="accept", submission_key=key)
-    with pytest.raises(InvalidInput) as info:
+    with pytest.raises(services.SubmissionConflict) as info:
         services.review_submit(
             user=alice, candidate_id=c2.pk, decision="accept", submission_key=key
         )
-    assert info.value.field == "submission_key"
+    assert info.value.field == "submission_key" and info.value.status == 409
+    assert "your answer to “One?” is Accept" in info.value.message
     assert not Review.objects.filter(candidate=c2).exists()
 
 
@@ -86,7 +87,7 @@ def test_a_malformed_key_is_a_400_naming_it(client, make_image, alice):
 def test_the_page_resent_answers_as_the_first_time(client, make_image, alice):
     _, (c1, c2) = make_image(texts=["One?", "Two?"])
     client.force_login(alice)
-    body = client.get(reverse("review")).content.decode()
+    body = client.post(reverse("review"), **HTMX).content.decode()
     key = body.split('name="submission_key" value="')[1].split('"')[0]
     data = {"decision": "accept", "submission_key": key}
     first = client.post(reverse("review_submit", args=[c1.pk]), data, **HTMX)
@@ -104,7 +105,7 @@ def test_an_adjudication_sent_twice_is_one(client, make_image, alice, bob, carol
     services.review_submit(user=alice, candidate_id=c.pk, decision="accept")
     services.review_submit(user=bob, candidate_id=c.pk, decision="discard")
     client.force_login(carol)
-    body = client.get(reverse("adjudicate")).content.decode()
+    body = client.post(reverse("adjudicate"), follow=True).content.decode()
     key = body.split('name="submission_key" value="')[1].split('"')[0]
     data = {"decision": "accept", "submission_key": key}
     for _ in range(2):
@@ -222,7 +223,7 @@ def test_undo_and_skip_are_for_annotators(client, make_image, carol, mallory):
 def test_skip_hands_the_candidate_back_and_shows_the_next(client, make_image, alice, bob):
     _, (c1, c2) = make_image(texts=["One?", "Two?"])
     client.force_login(alice)
-    client.get(reverse("review"))
+    client.post(reverse("review"))
     response = client.post(reverse("review_skip", args=[c1.pk]), **HTMX)
     body = response.content.decode()
     assert "Skipped" in body and 'data-testid="question">Two?<' in body
@@ -232,7 +233,7 @@ def test_skip_hands_the_candidate_back_and_shows_the_next(client, make_image, al
     response = client.post(reverse("review_skip", args=[c2.pk]), **HTMX)
     body = response.content.decode()
     assert 'data-testid="empty"' in body and "You skipped 2 candidates" in body
-    body = client.get(reverse("review") + "?skipped=clear").content.decode()
+    body = client.post(reverse("review"), {"skipped": "clear"}, **HTMX).content.decode()
     assert 'data-testid="question">One?<' in body
 
 
@@ -287,7 +288,7 @@ def test_the_page_says_how_long_the_hold_lasts(client, make_image, alice, settin
     make_image()
     settings.REVIEW_LEASE = timedelta(minutes=30)
     client.force_login(alice)
-    body = client.get(reverse("review")).content.decode()
+    body = client.post(reverse("review"), follow=True).content.decode()
     left = int(body.split('data-lease-left="')[1].split('"')[0])
     assert 1790 <= left <= 1800
 
@@ -339,8 +340,13 @@ def test_review_and_adjudication_query_counts_are_pinned(
         make_image(f"img-{i}", [f"One {i}?", f"Two {i}?"])
     client.force_login(alice)
     client.get(reverse("review"))  # the session's first write is not the page's
-    with django_assert_num_queries(COUNTS["review"]):
-        assert client.get(reverse("review")).status_code == 200
+    with django_assert_num_queries(COUNTS["shell"]):  # nothing held: the page claims on load
+        assert 'data-testid="claiming"' in client.get(reverse("review")).content.decode()
+    assert not ReviewClaim.objects.exists()  # a visit reserves nothing
+    with django_assert_num_queries(COUNTS["claim"]):
+        assert client.post(reverse("review"), **HTMX).status_code == 200
+    with django_assert_num_queries(COUNTS["review"]):  # the candidate held, shown
+        assert 'data-testid="question"' in client.get(reverse("review")).content.decode()
     held = ReviewClaim.objects.get(annotator=alice).candidate_id
     with django_assert_num_queries(COUNTS["submit"]):
         client.post(reverse("review_submit", args=[held]), {"decision": "accept"}, **HTMX)
@@ -351,14 +357,23 @@ def test_review_and_adjudication_query_counts_are_pinned(
     services.review_submit(user=alice, candidate_id=held, decision="accept")
     services.review_submit(user=bob, candidate_id=held, decision="discard")
     client.force_login(carol)
-    client.get(reverse("adjudicate"))
-    with django_assert_num_queries(COUNTS["adjudicate"]):
-        assert client.get(reverse("adjudicate")).status_code == 200
+    client.post(reverse("adjudicate"))  # claims the dispute
+    with django_assert_num_queries(COUNTS["adjudicate"]):  # a visit shows the dispute held
+        assert 'data-testid="review-1"' in client.get(reverse("adjudicate")).content.decode()
 
 
 # Measured with the session already written. The review page reads two rows more than it did
 # (the last review, for the undo offer; the single-key preference), the adjudication page one.
 # With no gold item, training asks one query on the page and one in each claim and submission.
 # Then two fewer on each (the person's roles and preference come with the session's user,
-# annotation.auth.Backend).
-COUNTS = {"review": 10, "submit": 24, "undo": 19, "skip": 16, "adjudicate": 8}
+# annotation.auth.Backend). A visit of the review page no longer claims (issue 22): it reads the
+# candidate held (or, holding none, the page claims on load with a POST), three fewer.
+COUNTS = {
+    "shell": 7,
+    "claim": 14,
+    "review": 7,
+    "submit": 24,
+    "undo": 19,
+    "skip": 16,
+    "adjudicate": 5,
+}

@@ -83,7 +83,7 @@ def test_home_says_what_is_waiting(client, make_image, alice, bob, carol, dave, 
 def test_review_page_shows_claimed_candidate_with_guidance(client, make_image, alice):
     _, (c,) = make_image()
     login(client, alice)
-    body = client.get(reverse("review")).content.decode()
+    body = client.post(reverse("review"), follow=True).content.decode()
     assert c.text in body and "Beef bourguignon" in body
     assert "stranger test" in body.lower()
     assert f'hx-post="/review/{c.pk}/"' in body
@@ -137,7 +137,7 @@ def test_review_page_never_shows_the_other_review(client, make_image, alice, bob
         comment="alice-comment",
     )
     login(client, bob)
-    body = client.get(reverse("review")).content.decode()
+    body = client.post(reverse("review"), follow=True).content.decode()
     assert c.text in body
     assert "secret" not in body and "alice-comment" not in body and "alice" not in body.lower()
 
@@ -187,7 +187,7 @@ def disputed(alice, bob, make_image):
 
 def test_adjudication_page_shows_both_reviews_and_a_diff(client, carol, disputed):
     login(client, carol)
-    body = client.get(reverse("adjudicate")).content.decode()
+    body = client.post(reverse("adjudicate"), follow=True).content.decode()
     assert "alice" in body and "bob" in body
     assert "<ins>dish is this, and how is it cooked?</ins>" in body or "<ins>" in body
     assert "Not research-intensive" in body and "too thin" in body
@@ -203,13 +203,13 @@ def test_adjudication_offers_accept_only_when_an_annotator_accepted(
         user=bob, candidate_id=c.pk, decision="revise", revised_text="Another question?"
     )
     login(client, carol)
-    body = client.get(reverse("adjudicate")).content.decode()
+    body = client.post(reverse("adjudicate"), follow=True).content.decode()
     assert 'value="accept"' not in body and 'value="discard"' in body
 
 
 def test_htmx_adjudication(client, carol, disputed):
     login(client, carol)
-    client.get(reverse("adjudicate"))
+    client.post(reverse("adjudicate"))
     response = client.post(
         reverse("adjudicate_submit", args=[disputed.pk]),
         {"decision": "accept", "seconds": "5"},

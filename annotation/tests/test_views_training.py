@@ -12,11 +12,14 @@ from django.urls import reverse
 
 from annotation import audits, services
 from annotation.models import GoldItem, ReviewAudit, ReviewClaim, TrainingState
-from annotation.tests.quality import GOLD_NOTE, make_gold, set_rates
+from annotation.tests.quality import GOLD_NOTE, draw, make_gold, set_rates
 
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
+# A visit of an audit page that shows drawn work (it no longer draws: a POST does).
+COUNT_AUDIT_PAGE = 5
+COUNT_ROUND_AUDIT_PAGE = 6
 
 
 def _panel_shape(html: str) -> str:
@@ -43,13 +46,13 @@ def test_a_gold_item_reads_in_the_html_as_any_candidate(client, make_image, root
     item = make_gold(root, image, text="Which dish is this and where does it come from?")
     client.force_login(alice)
     set_rates(gold_rate=0.0)
-    real_html = client.get(reverse("review")).content.decode()  # one of two real ones
+    real_html = client.post(reverse("review"), follow=True).content.decode()  # one of two real
     assert real.text in real_html
     # The same queue with the gold item in the place of the second real candidate.
     ReviewClaim.objects.all().delete()
     spare.delete()
     set_rates(gold_rate=1.0)
-    gold_html = client.get(reverse("review")).content.decode()
+    gold_html = client.post(reverse("review"), follow=True).content.decode()
     assert item.candidate.text in gold_html
     assert "gold" not in gold_html.lower() and "expert" not in gold_html.lower()
     assert _panel_shape(gold_html) == _panel_shape(real_html)
@@ -60,7 +63,7 @@ def test_after_a_gold_item_the_expert_answer_is_shown(client, make_image, root, 
     item = make_gold(root, image, decision="discard", reasons=["leading"])
     set_rates(gold_rate=1.0)
     client.force_login(alice)
-    client.get(reverse("review"))
+    client.post(reverse("review"))
     response = client.post(
         reverse("review_submit", args=[item.candidate_id]), {"decision": "accept"}, **HTMX
     )
@@ -70,7 +73,9 @@ def test_after_a_gold_item_the_expert_answer_is_shown(client, make_image, root, 
     assert "Leading (fails the stranger test)" in html  # the reason in words, not its key
     # Without htmx: post, redirect, and the answer shown once on the page after it.
     item2 = make_gold(root, image, text="Second gold?", decision="accept")
-    client.get(reverse("review"))
+    held = ReviewClaim.objects.get(annotator=alice).candidate_id  # the real one, drawn next
+    client.post(reverse("review_skip", args=[held]))  # and the next drawn: the gold one
+    assert ReviewClaim.objects.get(annotator=alice).candidate_id == item2.candidate_id
     response = client.post(
         reverse("review_submit", args=[item2.candidate_id]), {"decision": "accept"}
     )
@@ -85,10 +90,12 @@ def test_a_trainee_sees_their_progress_and_then_the_refusal(client, make_image, 
     set_rates(training_pass_share=1.0)
     item = make_gold(root, image, training=True)
     client.force_login(alice)
-    page = client.get(reverse("review")).content.decode()
+    page = client.post(reverse("review"), follow=True).content.decode()
     assert "Training: 0 of 1 answered" in page and item.candidate.text in page
     client.post(reverse("review_submit", args=[item.candidate_id]), {"decision": "accept"})
     page = client.get(reverse("review")).content.decode()
+    assert "You did not pass the training" in page and 'data-testid="claiming"' in page
+    page = client.post(reverse("review"), **HTMX).content.decode()
     assert "You did not pass the training" in page and 'data-testid="empty"' in page
 
 
@@ -97,6 +104,7 @@ def test_the_training_page_resets_and_lets_through(
 ):
     image, _ = make_image()
     item = make_gold(root, image, training=True)
+    draw(alice, item)
     services.review_submit(user=alice, candidate_id=item.candidate_id, decision="discard")
     client.force_login(root)
     client.get(reverse("training"))
@@ -169,9 +177,11 @@ def test_the_audit_page_draws_shows_and_takes_a_verdict(
     _resolved(make_image, alice, bob, 4)
     set_rates(review_audit_rate=0.5)
     client.force_login(carol)
-    client.get(reverse("audit"))  # draws 2 + 2
+    client.get(reverse("audit"))  # a visit draws nothing: the page draws on load with a POST
+    assert not ReviewAudit.objects.exists()
+    client.post(reverse("audit"), **HTMX)  # draws 2 + 2
     assert ReviewAudit.objects.count() == 4
-    with django_assert_num_queries(10):
+    with django_assert_num_queries(COUNT_AUDIT_PAGE):
         page = client.get(reverse("audit"))
     html = page.content.decode()
     assert 'data-shortcuts="audit"' in html and 'data-key="o"' in html
@@ -219,10 +229,12 @@ def test_the_round_audit_page_and_the_flag_in_the_history(
         )
     set_rates(round_audit_rate=1.0)
     client.force_login(dave)
-    assert 'data-testid="empty"' in client.get(reverse("round_audit")).content.decode()
+    page = client.post(reverse("round_audit"), follow=True).content.decode()
+    assert 'data-testid="empty"' in page
     client.force_login(olga)
-    client.get(reverse("round_audit"))
-    with django_assert_num_queries(11):  # the checks of the round and of its parent: 2
+    client.post(reverse("round_audit"))  # draws
+    # the checks of the round and of its parent: 2
+    with django_assert_num_queries(COUNT_ROUND_AUDIT_PAGE):
         page = client.get(reverse("round_audit")).content.decode()
     assert "human round 1 by <strong>dave</strong>" in page
     assert "<del>Names the dish.</del> <ins>Names the dish as bourguignon.</ins>" in page
@@ -238,11 +250,15 @@ def test_the_round_audit_page_and_the_flag_in_the_history(
 def test_the_agreement_page_has_gold_accuracy_and_overturns_with_csv_and_json(
     client, make_image, root, alice, bob, carol, django_assert_num_queries
 ):
-    image, _ = make_image("img-gold", [])
+    image, _ = make_image("img-gold", ["Real work, so that gold items are drawn?"])
     right = make_gold(root, image, text="G1?", decision="discard")
-    wrong = make_gold(root, image, text="G2?", decision="discard")
-    services.review_submit(user=alice, candidate_id=right.candidate_id, decision="discard")
-    services.review_submit(user=alice, candidate_id=wrong.candidate_id, decision="accept")
+    make_gold(root, image, text="G2?", decision="discard")  # answered otherwise
+    set_rates(gold_rate=1.0)
+    for _ in range(2):  # drawn in either order: one answered as the expert, one not
+        drawn = services.review_claim(user=alice).candidate
+        decision = "discard" if drawn.pk == right.candidate_id else "accept"
+        services.review_submit(user=alice, candidate_id=drawn.pk, decision=decision)
+    set_rates(gold_rate=0.0)
     _resolved(make_image, alice, bob, 2)
     audits.review_audits_draw(rate=1.0)
     for audit, verdict in zip(

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from judging.leaderboard import leaderboard
@@ -188,13 +188,13 @@ def test_api_is_for_admins_only(world, alice, mallory, root):
         assert anonymous.get(url).status_code == 401, url
     for person in (alice, mallory):
         client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=person).key}")
+        client.credentials(HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(user=person)[1]}")
         for url in _apis():
             response = client.get(url)
             assert response.status_code == 403, (url, person)
             assert response.json()["detail"] == "Only admins read the results."
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=root).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {AuthToken.objects.create(user=root)[1]}")
     for url in _apis():
         assert client.get(url).status_code == 200, url
     session = APIClient()

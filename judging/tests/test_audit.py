@@ -99,7 +99,7 @@ def test_a_pair_graded_twice_goes_to_another_person_who_does_not_see_the_first_g
     with pytest.raises(SpotCheckError, match="another person"):
         spot_check_grade(spot_check_id=first.pk, user=dave, verdict="meets")
     client.force_login(root)
-    page = client.get(reverse("spot_checks")).content.decode()
+    page = client.post(reverse("spot_checks"), follow=True).content.decode()
     held = SpotCheck.objects.get(claimed_by=root)
     assert held.pk == first.pk and 'data-testid="second"' in page
     assert "wrong year" not in page and 'value="contradicts" data-key="4" required' in page

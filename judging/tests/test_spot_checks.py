@@ -113,7 +113,7 @@ def test_agreement_with_people(graded_world, root, dave):
 def test_grading_page_is_blind_and_keyboard_ready(client, graded_world, root, dave):
     spot_checks_draw(count=3, user=root, seed=1)
     client.force_login(dave)
-    page = client.get(reverse("spot_checks")).content.decode()
+    page = client.post(reverse("spot_checks"), follow=True).content.decode()
     assert 'data-testid="spot-check"' in page
     assert 'data-key="1"' in page and 'data-key="4"' in page
     assert "judge-a" not in page and "judge-b" not in page and "says" not in page
@@ -124,6 +124,43 @@ def test_grading_page_is_blind_and_keyboard_ready(client, graded_world, root, da
     assert answer.status_code == 302
     spot.refresh_from_db()
     assert spot.verdict == "meets" and spot.graded_by == dave
+
+
+# A visit of the grading page that shows the spot check held (measured; it claims nothing).
+SPOT_PAGE = 6
+
+
+def test_a_visit_claims_nothing_the_post_claims_with_its_token(
+    graded_world, root, dave, django_assert_num_queries
+):
+    """Issue 22: GET /judging/spot-checks/ claimed the next spot check, so a link from another
+    site could; now a visit reads what the grader holds, and the page claims with a POST."""
+    from django.test import Client
+
+    spot_checks_draw(count=3, user=root, seed=1)
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(dave)
+    page = strict.get(reverse("spot_checks")).content.decode()
+    assert not SpotCheck.objects.filter(claimed_by__isnull=False).exists()
+    assert 'id="claim-form" method="post"' in page and 'hx-trigger="load"' in page
+    assert "no-store" in strict.get(reverse("spot_checks"))["Cache-Control"]
+    assert strict.post(reverse("spot_checks"), HTTP_HX_REQUEST="true").status_code == 403
+    assert not SpotCheck.objects.filter(claimed_by__isnull=False).exists()
+    token = strict.cookies["csrftoken"].value
+    panel = strict.post(reverse("spot_checks"), HTTP_X_CSRFTOKEN=token, HTTP_HX_REQUEST="true")
+    assert 'data-testid="spot-check"' in panel.content.decode() and "<html" not in str(panel)
+    held = SpotCheck.objects.get(claimed_by=dave)
+    with django_assert_num_queries(SPOT_PAGE):  # the spot check held, shown
+        shown = strict.get(reverse("spot_checks")).content.decode()
+    assert 'data-testid="spot-check"' in shown
+    assert SpotCheck.objects.get(claimed_by=dave) == held
+    # Graded without JavaScript: the next one is claimed in that POST, shown by the redirect.
+    graded = strict.post(
+        reverse("spot_check_grade", args=[held.pk]),
+        {"decision": "meets", "csrfmiddlewaretoken": token},
+    )
+    assert graded.status_code == 302
+    assert SpotCheck.objects.filter(claimed_by=dave, graded_at__isnull=True).count() == 1
 
 
 def test_who_may_grade_and_who_may_draw(client, graded_world, alice, carol, dave, root):

@@ -26,7 +26,7 @@ from llm import jobs
 from llm.gateway import Gateway, ModelConfig, request_hash
 from llm.models import ItemStatus, Job, JobItem, JobStatus, LedgerEntry, Outcome
 from llm.ratelimit import MemoryTokenBucket
-from tests.fake_llm import FAULTS, GEMINI_KEY, OPENAI_KEY, FakeLLM, Reply
+from tests.fake_llm import FAULTS, GEMINI_KEY, MUTATING, OPENAI_KEY, FakeLLM, Reply
 
 KIND = "test.faults"
 ITEMS = 60
@@ -35,7 +35,7 @@ RATE_LIMIT_WAITS = 3  # LLM_MAX_RATE_LIMIT_WAITS: 429s waited out
 REPAIRS = 2  # LLM_MAX_REPAIRS: repair turns of an answer that does not validate
 # The faults that replace an answer (the others change a stage's answer to break its own rules:
 # rubrics/tests and annotation/tests run those against the stages' checks).
-REPLACING = [mode for mode in FAULTS if mode not in ("rule_breaking", "ignores_ids")]
+REPLACING = [mode for mode in FAULTS if mode not in MUTATING]
 MODELS = {
     "gemini": ModelConfig(
         name="gemini-faults",

@@ -13,15 +13,19 @@ when the benchmark was exported). Metrics: the mean Gamut score x100 over questi
 standard error (each question is one sample, so checks are clustered in their question), and
 each tier's mean x100.
 
-Only inspect_ai and pyarrow are needed; this file imports nothing of the platform.
+Only inspect_ai and pyarrow are needed; this file imports nothing of the platform. The prompts
+fence their untrusted texts (the question, the entity, the answer, the check) as the platform
+does, with fencing.py beside this file (the platform's llm/fencing.py, copied at export).
 """
 
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import math
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,22 @@ CONFIG = json.loads((HERE / "config.json").read_text(encoding="utf-8"))
 VERDICTS = ("meets", "partially_meets", "missing", "contradicts")
 TIERS = ("answer_critical", "valuable", "context")
 _VERDICT = re.compile(r"\b(partially_meets|meets|missing|contradicts)\b")
+
+
+def _fencing():
+    """fencing.py beside this file, loaded by its path: `inspect eval` loads this file as a
+    module of no package, so a relative import would fail."""
+    name = "gamut_inspect_fencing"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, HERE / "fencing.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+render = _fencing().render
 
 
 def _data_files() -> list[Path]:
@@ -60,7 +80,7 @@ def samples(setting: str) -> list[Sample]:
     out = []
     for path in _data_files():
         for row in pq.read_table(path).to_pylist():
-            text = prompts[setting].format(question=row["question"], entity=row["entity"])
+            text = render(prompts[setting], {"question": row["question"], "entity": row["entity"]})
             content: list[Any] = [ContentText(text=text)]
             photo = _data_uri(row["image"])
             if setting == "multimodal":
@@ -128,15 +148,12 @@ def verdict_of(text: str) -> str | None:
 def _judge_messages(state: TaskState, check: dict, setting: str) -> list[ChatMessageUser]:
     judge = CONFIG["judge_prompt"]
     meta = state.metadata
-    content: list[Any] = [ContentText(text=judge["head"].format(question=meta["question"]))]
+    content: list[Any] = [ContentText(text=render(judge["head"], {"question": meta["question"]}))]
     if setting == "multimodal":
         content.append(ContentImage(image=meta["photo"]))
-    content.append(ContentText(text=judge["middle"].format(response=state.output.completion)))
-    content.append(
-        ContentText(
-            text=judge["tail"].format(tier=check["tier"].replace("_", " "), check=check["text"])
-        )
-    )
+    content.append(ContentText(text=render(judge["middle"], {"response": state.output.completion})))
+    tail = {"tier": check["tier"].replace("_", " "), "check": check["text"]}
+    content.append(ContentText(text=render(judge["tail"], tail)))
     return [ChatMessageUser(content=content)]
 
 

@@ -8,14 +8,16 @@ import json
 import pytest
 from django.utils import timezone
 
+from annotation.models import FinalQuestion
 from llm import jobs
+from llm.fencing import fenced_texts, outside_fences
 from llm.models import ItemStatus, JobItem, LLMModel
 from llm.tasks import run_job_chunk
 from llm.tests.conftest import Harness
 from rubrics import llm_jobs
 from rubrics.models import RubricCheck, RubricVersion, Stage
 from rubrics.tests.conftest import make_question
-from tests.fake_llm import FakeLLM, Reply, fake_llm, grounding_metadata  # noqa: F401
+from tests.fake_llm import FakeLLM, Reply, demo_reply, fake_llm, grounding_metadata  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -103,7 +105,9 @@ def test_build_stores_a_draft_grounded_in_the_search_metadata(setup):
     assert "tools" not in layout
     assert layout["generationConfig"]["responseMimeType"] == "application/json"
     assert "items" in layout["generationConfig"]["responseJsonSchema"]["properties"]
-    assert "[s3] French stews" in layout["contents"][0]["parts"][0]["text"]
+    sent = layout["contents"][0]["parts"][0]["text"]
+    assert "- s3:\n<<<SNIPPETS>>>" in outside_fences(sent)
+    assert ("SNIPPETS", f"French stews <{redirect}1>: {SUPPORTS[1][0]}") in fenced_texts(sent)
 
 
 def test_an_unknown_snippet_id_is_repaired_then_fails_the_item_with_its_problem(setup):
@@ -284,26 +288,42 @@ def test_refine_1_audits_researches_and_rebuilds_a_verified_superset(setup):
     assert "I2: misses carrots" in rebuild["contents"][0]["parts"][0]["text"]
 
 
-def test_refine_repairs_a_silent_drop_then_fails_but_accepts_a_reason(setup):
+def with_insight(*snippets: str) -> dict:
+    return {
+        **garnish(*snippets),
+        "meta_insights": [
+            {"id": "M1", "tier": "context", "statement": "Every garnish is browned apart."}
+        ],
+    }
+
+
+def test_refine_keeps_an_item_left_out_and_repairs_a_lost_meta_insight_then_accepts_a_reason(
+    setup,
+):
     question = make_question()
-    build_draft(setup, question)
+    setup.fake.queue(
+        search_reply(), Reply(text=json.dumps({"items": [fact("I1", "s1"), with_insight("s2")]}))
+    )
+    drain(setup, llm_jobs.rubric_build_launch(user=None))
     setup.fake.requests.clear()
-    rebuilt = {"items": [fact("I1", "s1")], "dropped": []}
-    # The same silent drop three times: the answer and both repairs.
+    # I1 left out (kept as it was); I2 changed, and its meta-insight M1 silently lost: the
+    # same answer three times, the first and both repairs.
+    rebuilt = {"items": [garnish("s2")], "dropped": []}
     setup.fake.queue(*audited(), search_reply(), *[Reply(text=json.dumps(rebuilt))] * 3)
     job = llm_jobs.rubric_refine_launch(user=None, round=1)
     drain(setup, job)
     item = JobItem.objects.get(job=job)
     assert item.status == ItemStatus.FAILED
-    assert "items: the input's I2 is missing" in item.last_error
+    assert "items: the input's M1 is missing" in item.last_error
+    assert "I1" not in item.last_error  # left out of items is kept, not lost
     assert json.loads(item.raw_output) == rebuilt  # the last raw answer is kept
     assert not RubricVersion.objects.filter(stage=Stage.LLM_REFINED_1).exists()
     repair = setup.fake.requests[4].body["contents"]
     assert [turn["role"] for turn in repair] == ["user", "model", "user"]
-    assert "items: the input's I2 is missing" in repair[2]["parts"][0]["text"]
+    assert "items: the input's M1 is missing" in repair[2]["parts"][0]["text"]
     assert len(setup.fake.requests) == 6
 
-    rebuilt["dropped"] = [{"id": "I2", "reason": "the garnish varies by recipe"}]
+    rebuilt["dropped"] = [{"id": "M1", "reason": "no source says so"}]
     # Unreachable per the URL context metadata, whatever the model says.
     unreachable = "https://vertexaisearch.cloud.google.com/grounding-api-redirect/1"
     setup.fake.queue(
@@ -314,6 +334,29 @@ def test_refine_repairs_a_silent_drop_then_fails_but_accepts_a_reason(setup):
     result = JobItem.objects.get(job=job).result
     assert result["dropped"] == rebuilt["dropped"]
     assert result["audit"]["s3"]["status"] == "unreachable"
+    refined = RubricVersion.objects.get(rubric__question=question, stage=Stage.LLM_REFINED_1)
+    assert [i["id"] for i in refined.meta_rubric["items"]] == ["I1", "I2"]
+    assert refined.meta_rubric["items"][0]["statement"] == "It is braised in red wine."
+    assert refined.human_changes is None  # no human round before it
+
+
+def test_an_item_left_out_citing_evidence_the_audit_took_out_is_named_by_its_id(setup):
+    question = make_question()
+    build_draft(setup, question)
+    setup.fake.requests.clear()
+    setup.fake.queue(
+        *audited(s1="unsupported - not on the page", s2="verified", s3="verified"),
+        search_reply([("Carrots go in too.", [1])]),
+        Reply(text=json.dumps({"items": []})),
+        Reply(text=json.dumps({"items": [fact("I1", "s4")]})),
+    )
+    job = llm_jobs.rubric_refine_launch(user=None, round=1)
+    drain(setup, job)
+    assert job.items_done == 1, jobs.job_progress(job)["failures"]
+    repair = setup.fake.requests[-1].body["contents"][-1]["parts"][0]["text"]
+    assert "the input's I1 (left out of items, so kept as it was): snippets[0]" in repair
+    refined = RubricVersion.objects.get(rubric__question=question, stage=Stage.LLM_REFINED_1)
+    assert refined.meta_rubric["items"][0]["snippets"] == ["s4"]
 
 
 def human_round(refined: RubricVersion) -> RubricVersion:
@@ -336,8 +379,7 @@ def human_round(refined: RubricVersion) -> RubricVersion:
     return human
 
 
-def test_refine_2_sends_the_human_edits_and_is_idempotent(setup):
-    question = make_question()
+def refined_once(setup, question) -> RubricVersion:
     build_draft(setup, question)
     setup.fake.queue(
         *audited(),
@@ -345,23 +387,36 @@ def test_refine_2_sends_the_human_edits_and_is_idempotent(setup):
         Reply(text=json.dumps({"items": [fact("I1", "s1"), garnish("s2")]})),
     )
     drain(setup, llm_jobs.rubric_refine_launch(user=None, round=1))
-    refined = RubricVersion.objects.get(stage=Stage.LLM_REFINED_1)
+    return RubricVersion.objects.get(rubric__question=question, stage=Stage.LLM_REFINED_1)
+
+
+# Round 1 kept s1-s3 and added s4-s6 from its research: each gets its verdict.
+ALL_VERIFIED = {f"s{n}": "verified" for n in range(1, 7)}
+GARNISH_TWO = {**garnish("s2"), "items": ["lardons", "mushrooms"]}
+CARRIED = [
+    {"id": "h1", "outcome": "carried", "item": "I1"},
+    {"id": "h2", "outcome": "carried", "item": "I2"},
+]
+
+
+def test_refine_2_carries_the_human_changes_and_records_each_and_is_idempotent(setup):
+    question = make_question()
+    refined = refined_once(setup, question)
     with pytest.raises(jobs.JobError, match="No eligible"):
         llm_jobs.rubric_refine_launch(user=None, round=2)
     human_round(refined)
     setup.fake.requests.clear()
-    garnish_two = {**garnish("s2"), "items": ["lardons", "mushrooms"]}
-    # Round 1 kept s1-s3 and added s4-s6 from its research: each gets its verdict.
     setup.fake.queue(
-        *audited(**{f"s{n}": "verified" for n in range(1, 7)}),
+        *audited(**ALL_VERIFIED),
         search_reply(),
         Reply(
             text=json.dumps(
                 {
                     "items": [
                         fact("I1", "s1", text="The beef is braised in Burgundy wine."),
-                        garnish_two,
-                    ]
+                        GARNISH_TWO,
+                    ],
+                    "human_changes": CARRIED,
                 }
             )
         ),
@@ -369,16 +424,51 @@ def test_refine_2_sends_the_human_edits_and_is_idempotent(setup):
     job = llm_jobs.rubric_refine_launch(user=None, round=2)
     drain(setup, job)
     assert job.items_done == 1, jobs.job_progress(job)["failures"]
-    prompt = setup.fake.requests[3].body["contents"][0]["parts"][0]["text"]
-    assert "I1 [answer_critical, edited] The beef is braised in Burgundy wine." in prompt
-    assert "- I2.item3 [valuable]" in prompt  # the deleted check, listed with its reason
-    assert "reason: pearl onions are optional" in prompt
+    rebuild = setup.fake.requests[3].body
+    prompt = rebuild["contents"][0]["parts"][0]["text"]
+    # The changes, each with its id and what it is, as JSON inside the fenced block.
+    block = prompt.split("<<<HUMAN_CHANGES\n", 1)[1].split("\nHUMAN_CHANGES>>>", 1)[0]
+    assert json.loads(block) == [
+        {
+            "id": "h1",
+            "change": "edit",
+            "check": "I1",
+            "meta_item": "I1",
+            "before": "The response conveys this fact: It is braised in red wine.",
+            "after": "The beef is braised in Burgundy wine.",
+            "tier": "answer_critical",
+        },
+        {
+            "id": "h2",
+            "change": "delete",
+            "check": "I2.item3",
+            "meta_item": "I2",
+            "text": 'The response mentions "pearl onions" as one of the garnish of beef '
+            "bourguignon.",
+            "tier": "valuable",
+            "reason": "pearl onions are optional",
+        },
+    ]
+    # The change ids are an enum of the schema sent: one answer each.
+    schema = rebuild["generationConfig"]["responseJsonSchema"]
+    answers = schema["properties"]["human_changes"]
+    assert (answers["minItems"], answers["maxItems"]) == (2, 2)
+    assert schema["$defs"]["HumanChangeAnswer"]["properties"]["id"]["enum"] == ["h1", "h2"]
     second = RubricVersion.objects.get(stage=Stage.LLM_REFINED_2)
     assert list(RubricCheck.objects.filter(version=second).values_list("check_id", flat=True)) == [
         "I1",
         "I2.item1",
         "I2.item2",
     ]
+    assert [
+        (h["id"], h["op"], h["outcome"], h["item"], h["checks"]) for h in second.human_changes
+    ] == [
+        ("h1", "edit", "carried", "I1", ["I1"]),
+        ("h2", "delete", "carried", "I2", []),
+    ]
+    result = JobItem.objects.get(job=job).result
+    assert result["human_changes"] == {"carried": ["h1", "h2"], "dropped": []}
+    assert result["dropped"] == []
     calls = len(setup.fake.requests)
     again = jobs.job_launch(
         kind=llm_jobs.REFINE,
@@ -387,6 +477,37 @@ def test_refine_2_sends_the_human_edits_and_is_idempotent(setup):
     )
     drain(setup, again)
     assert again.items_done == 1 and len(setup.fake.requests) == calls
+
+
+def test_refine_2_records_a_dropped_human_change_with_its_reason(setup):
+    question = make_question()
+    human_round(refined_once(setup, question))
+    setup.fake.queue(
+        *audited(**ALL_VERIFIED),
+        search_reply(),
+        Reply(
+            text=json.dumps(
+                {
+                    "items": [GARNISH_TWO],
+                    "human_changes": [
+                        {"id": "h1", "outcome": "dropped", "reason": "s1 says red wine only"},
+                        CARRIED[1],
+                    ],
+                }
+            )
+        ),
+    )
+    job = llm_jobs.rubric_refine_launch(user=None, round=2)
+    drain(setup, job)
+    assert job.items_done == 1, jobs.job_progress(job)["failures"]
+    result = JobItem.objects.get(job=job).result
+    assert result["dropped"] == [
+        {"id": "h1", "change": "edit of I1", "reason": "s1 says red wine only"}
+    ]
+    assert result["human_changes"] == {"carried": ["h2"], "dropped": ["h1"]}
+    second = RubricVersion.objects.get(stage=Stage.LLM_REFINED_2)
+    assert second.human_changes[0]["outcome"] == "dropped"
+    assert second.human_changes[0]["why"] == "s1 says red wine only"
 
 
 def test_audit_notes_without_verdict_lines_keep_every_verified_snippet(setup):
@@ -464,11 +585,11 @@ def test_build_recovers_from_rule_breaking_answers_and_caches_none(setup):
     # About a third of the layouts break the compiler's rules (a duplicate item id, an
     # unknown snippet id): the repairs recover them, and no such answer is ever cached as ok.
     questions = [make_question(f"img-{n}") for n in range(6)]
-    # Each question its own words, so its requests are its own: which of them the fake breaks
-    # then does not depend on the order the items' requests come in (a chunk runs them all at
-    # once since it claims more as its slots free up).
+    # Six different requests, so that each goes out (not one answered from the cache for the
+    # others, however the items' timing falls) and the fake's draw of faults, made from each
+    # request's body, does not depend on that timing.
     for n, question in enumerate(questions):
-        type(question).objects.filter(pk=question.pk).update(text=f"What is dish number {n}?")
+        FinalQuestion.objects.filter(pk=question.pk).update(text=f"What is dish {n}?")
     layout = Reply(text=json.dumps({"items": [fact("I1", "s1"), garnish("s2", "s3")]}))
 
     def respond(recorded):
@@ -489,3 +610,56 @@ def test_build_recovers_from_rule_breaking_answers_and_caches_none(setup):
         assert "s999" not in row.raw_output
     for row in layouts.filter(outcome=Outcome.INVALID_OUTPUT):
         assert "s999" in row.raw_output and "unknown snippet" in row.error
+
+
+@pytest.mark.parametrize(
+    "mode, lost",
+    [
+        # The answer for h1 left out, and the edit undone in the items.
+        (
+            "drops_human_change",
+            'human_changes: no answer for h1 (edit of I1: "The beef is braised in Burgundy '
+            'wine."); carry each into the items and name the item, or drop it with a reason',
+        ),
+        # "carried", but I1 compiles to its text before the edit again.
+        (
+            "reverts_human_edit",
+            "human_changes[0]: h1 (edit of I1) is reverted: the rebuild compiles I1 to its text "
+            "before the reviser's edit; carry the edit or drop it with a reason",
+        ),
+    ],
+)
+def test_a_rebuild_losing_a_human_change_gets_repair_turns_naming_it_then_fails_with_it(
+    setup, mode, lost
+):
+    """Issue 21: refinement round 2 erased a human round unseen. A model that loses a change
+    (silently, or while saying it carried it) is told which change and what was lost, and the
+    item fails with that list when it keeps losing it."""
+    question = make_question()
+    human_round(refined_once(setup, question))
+    setup.fake.requests.clear()
+    setup.fake.responder = demo_reply  # answers that keep every rule, then broken as `mode`
+    setup.fake.inject(mode, rate=1.0)
+    job = llm_jobs.rubric_refine_launch(user=None, round=2)
+    drain(setup, job)
+    item = JobItem.objects.get(job=job)
+    assert item.status == ItemStatus.FAILED
+    assert lost in item.last_error
+    rebuilds = [
+        r.body
+        for r in setup.fake.requests
+        if "HumanChangeAnswer" in json.dumps(r.body.get("generationConfig", {}))
+    ]
+    assert len(rebuilds) == 3  # the answer and both repair turns
+    for repair in rebuilds[1:]:
+        assert lost in repair["contents"][-1]["parts"][0]["text"]
+    assert not RubricVersion.objects.filter(stage=Stage.LLM_REFINED_2).exists()
+    # Without the fault the same demo answers carry both changes.
+    setup.fake.faults.clear()
+    jobs.job_retry_failed(job_id=job.pk)
+    drain(setup, job)
+    second = RubricVersion.objects.get(rubric__question=question, stage=Stage.LLM_REFINED_2)
+    assert [(h["id"], h["outcome"]) for h in second.human_changes] == [
+        ("h1", "carried"),
+        ("h2", "carried"),
+    ]

@@ -605,7 +605,7 @@
       note.hidden = false;
       note.className = "lease-warning";
       note.textContent = "Your hold on this candidate ends at " + at + ". Submit before " +
-        "then, or it goes back to the pool (reload the page to hold it again).";
+        "then, or it goes back to the pool.";
     }
     function expire() {
       note.hidden = false;
@@ -707,6 +707,14 @@
     if (status === 403) {
       return "The server refused this (403 Forbidden): you may have been logged out or lost " +
         "the role. Log in again in another tab, then press Retry." + KEPT;
+    }
+    if (status === 413) {
+      // The site says in one line what the limit is; a proxy's own 413 page says nothing.
+      const said = (body || "").trim();
+      return "Too large to send, so nothing was saved: " +
+        (said && !/[<>]/.test(said) && said.length < 500 ? said :
+          "the upload is over what this address takes.") +
+        " Retrying the same files will be refused again." + KEPT;
     }
     if (status >= 500) {
       return "The server failed (error " + status + "), so this was not saved. Press Retry; " +

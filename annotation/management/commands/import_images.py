@@ -15,8 +15,9 @@ class Command(BaseCommand):
         "and optionally egocentric (bool) and candidates (question texts for round 1). "
         "Every line is validated before anything is written; a bad line fails the whole import "
         "with exit status 2 (the first 100 problems are listed, the rest counted). Each image "
-        "must be a JPEG, PNG, WebP or GIF file within IMPORT_MAX_FILE_BYTES and "
-        "IMAGE_MAX_PIXELS, and is stored under the extension of its format. Source ids that "
+        "must be a JPEG, PNG, WebP or GIF file within IMPORT_MAX_FILE_BYTES and the image caps "
+        "(IMAGE_MAX_PIXELS, _SIDE, _FRAMES, _METADATA_BYTES), and is stored under the "
+        "extension of its format. Source ids that "
         "exist already are skipped."
     )
 

@@ -17,7 +17,8 @@ class Command(BaseCommand):
     help = (
         "Check every stored photo's bytes with Pillow. A JPEG, PNG, WebP or GIF file stored "
         "under another extension (say photo.html) is renamed to its format's extension; a file "
-        "that is none of these, or over IMAGE_MAX_PIXELS, is moved to quarantine/ under "
+        "that is none of these, or over the image caps (IMAGE_MAX_PIXELS, _SIDE, _FRAMES, "
+        "_METADATA_BYTES), is moved to quarantine/ under "
         "MEDIA_ROOT with '.quarantined' added, and is no longer served (its page shows no "
         "photo). A missing file is reported and left. Each change is written to the audit log. "
         "Safe to run again: a sound file is left alone. Exit status 0."

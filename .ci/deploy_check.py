@@ -1,0 +1,215 @@
+"""The deployment of .ci/deploy_check.sh, driven through nginx as a person and a script would.
+
+`deploy`: TLS with the site's certificate, a login, a static file from disk, a body too large
+for a path that takes no upload, an import over 1 MB in the browser's form, an LLM job of the
+generation stage run by the Celery worker against the fake Gemini server, and the logs of the
+web and the worker. `restored`: after deploy/restore.sh, the same photo and the job's
+candidates are back.
+
+Exits 1 with the first thing that is wrong; prints what it checked and how long each took."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import ssl
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import httpx
+from PIL import Image
+
+WORK = Path(os.environ["DEPLOY_WORK"])
+HTTPS = f"https://localhost:{os.environ['DEPLOY_HTTPS_PORT']}"
+HTTP = f"http://localhost:{os.environ['DEPLOY_HTTP_PORT']}"
+ADMIN, PASSWORD = "deploy-admin", os.environ["DEPLOY_ADMIN_PASSWORD"]
+SOURCE_ID = "deploy-stew"
+
+
+def fail(message: str) -> None:
+    print(f"FAILED: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        fail(message)
+
+
+def client(local_address: str = "127.0.0.1") -> httpx.Client:
+    """A client that trusts only the deployment's own certificate, from a given loopback
+    address (nginx then forwards that address as the client's)."""
+    context = ssl.create_default_context(cafile=str(WORK / "tls.crt"))
+    transport = httpx.HTTPTransport(verify=context, local_address=local_address)
+    return httpx.Client(base_url=HTTPS, transport=transport, timeout=120, headers={"Origin": HTTPS})
+
+
+def noise_png(width: int, height: int) -> bytes:
+    """A PNG that does not compress: random pixels, about 3 bytes each."""
+    buffer = io.BytesIO()
+    Image.frombytes("RGB", (width, height), os.urandom(width * height * 3)).save(
+        buffer, format="PNG"
+    )
+    return buffer.getvalue()
+
+
+def login(http: httpx.Client) -> None:
+    page = http.get("/login/")
+    check(page.status_code == 200, f"the login page answered {page.status_code}")
+    token = http.cookies["csrftoken"]
+    answer = http.post(
+        "/login/",
+        data={"username": ADMIN, "password": PASSWORD, "csrfmiddlewaretoken": token},
+    )
+    check(
+        answer.status_code == 302 and answer.headers["location"] == "/",
+        f"the login answered {answer.status_code} {answer.headers.get('location')}: "
+        f"{answer.text[:300]}",
+    )
+    home = http.get("/")
+    check(home.status_code == 200 and ADMIN in home.text, f"home after login: {home.status_code}")
+
+
+def restored() -> None:
+    with client() as http:
+        login(http)
+        served = http.get(f"/images/{SOURCE_ID}/photo")
+        check(
+            served.status_code == 200 and served.content == (WORK / "photo.png").read_bytes(),
+            f"after the restore the photo answered {served.status_code}",
+        )
+        image = http.get(f"/api/images/{SOURCE_ID}/").json()
+        check(len(image["candidates"]) == 3, f"after the restore: {image}")
+        jobs = http.get("/api/jobs/").json()
+        check(
+            [(j["kind"], j["status"], j["done"]) for j in jobs]
+            == [("annotation.generate", "done", 1)],
+            f"after the restore the jobs are {jobs}",
+        )
+    print("after the restore: the photo, its candidates and the job are back")
+
+
+def deploy() -> None:
+    began = time.monotonic()
+    redirect = httpx.get(f"{HTTP}/login/")
+    check(
+        redirect.status_code == 301 and redirect.headers["location"].startswith("https://"),
+        f"plain HTTP answered {redirect.status_code} {redirect.headers.get('location')}",
+    )
+
+    with client("127.0.0.2") as http:
+        login(http)
+        hsts = http.get("/login/").headers.get("strict-transport-security", "")
+        check("max-age=" in hsts, f"no HSTS header over TLS: {hsts!r}")
+        print(f"login through nginx with TLS: ok ({time.monotonic() - began:.1f} s)")
+
+        # A static file from disk (nginx's own cache header), by the name the page links.
+        stylesheet = re.search(r'href="(/static/[^"]+\.css)"', http.get("/login/").text)
+        check(stylesheet is not None, "the login page links no stylesheet")
+        static = http.get(stylesheet.group(1), headers={"Accept-Encoding": "gzip"})
+        check(
+            static.status_code == 200
+            and static.headers.get("cache-control") == "public, max-age=31536000, immutable",
+            f"{stylesheet.group(1)}: {static.status_code} {static.headers.get('cache-control')}",
+        )
+
+        # A body too large for a path that takes no upload: nginx refuses it unread.
+        large = http.post("/review/1/", content=b"x" * (6 * 1024 * 1024))
+        check(large.status_code == 413, f"a 6 MB body to /review/1/ answered {large.status_code}")
+
+        # The import page: a manifest and a zip of a photo over 1 MB.
+        started = time.monotonic()
+        photo = noise_png(760, 560)
+        (WORK / "photo.png").write_bytes(photo)
+        archive = io.BytesIO()
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as bundle:
+            bundle.writestr("stew.png", photo)
+        manifest = json.dumps(
+            {
+                "source_id": SOURCE_ID,
+                "image": "stew.png",
+                "entity": "Beef bourguignon",
+                "domain": "food",
+                "popularity": "head",
+            }
+        )
+        body = archive.getvalue()
+        check(len(body) > 1024 * 1024, f"the zip is only {len(body)} bytes")
+        page = http.post(
+            "/import/",
+            data={"csrfmiddlewaretoken": http.cookies["csrftoken"]},
+            files={
+                "manifest": ("manifest.jsonl", manifest.encode()),
+                "images": ("photos.zip", body, "application/zip"),
+            },
+        )
+        check(
+            page.status_code == 200 and "Imported 1 image" in page.text,
+            f"the import answered {page.status_code}: {page.text[:500]}",
+        )
+        served = http.get(f"/images/{SOURCE_ID}/photo")
+        check(
+            served.status_code == 200 and served.content == photo,
+            f"the imported photo answered {served.status_code}",
+        )
+        print(
+            f"import of a {len(body) / 1e6:.1f} MB zip through nginx: ok "
+            f"({time.monotonic() - started:.1f} s)"
+        )
+
+        # An LLM job: the generation stage for that photo, run by the worker.
+        started = time.monotonic()
+        launched = http.post(
+            "/api/jobs/launch/",
+            json={"stage": "generate", "scope": "ids", "ids": [SOURCE_ID]},
+            headers={"X-CSRFToken": http.cookies["csrftoken"]},
+        )
+        check(
+            launched.status_code == 201,
+            f"the launch answered {launched.status_code}: {launched.text[:500]}",
+        )
+        job_id = launched.json()["job"]["id"]
+        deadline = time.monotonic() + 120
+        while True:
+            job = http.get(f"/api/jobs/{job_id}/").json()
+            if job["over"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        check(
+            job["status"] == "done" and job["done"] == 1 and job["failed"] == 0,
+            f"the job ended {job['status']}, {job['done']} done, {job['failed']} failed: "
+            f"{job['failures']} {job['last_error']}",
+        )
+        image = http.get(f"/api/images/{SOURCE_ID}/").json()
+        check(
+            len(image.get("candidates", [])) == 3,
+            f"the job made {len(image.get('candidates', []))} candidates, not 3: {image}",
+        )
+        print(
+            f"generation job {job_id} through the worker: ok ({time.monotonic() - started:.1f} s)"
+        )
+
+    # The logs: gunicorn's access line names the client behind nginx (127.0.0.2) and the user;
+    # the worker's lines name the job; no password anywhere.
+    web_log = (WORK / "web.log").read_text()
+    check(
+        re.search(rf'^127\.0\.0\.2 {ADMIN} "GET / HTTP/1\.[01]" 200 \d+ \d+ms$', web_log, re.M)
+        is not None,
+        "no access line with the client behind the proxy and the user for GET /",
+    )
+    worker_log = (WORK / "worker.log").read_text()
+    check(
+        f"[job {job_id}]: Task llm.tasks.run_job_chunk" in worker_log,
+        f"the worker's lines do not name job {job_id}",
+    )
+    for name in ("web.log", "worker.log", "beat.log", "nginx-access.log"):
+        check(PASSWORD not in (WORK / name).read_text(), f"the password is in {name}")
+    print(f"logs: ok; through the proxy in {time.monotonic() - began:.1f} s")
+
+
+if __name__ == "__main__":
+    {"deploy": deploy, "restored": restored}[sys.argv[1]]()
