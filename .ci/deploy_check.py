@@ -127,6 +127,7 @@ def deploy() -> None:
             docs.status_code == 200 and "Who reads what" in docs.text,
             f"{help_link.group(1)}: {docs.status_code} {docs.text[:200]!r}",
         )
+        print(f"the documentation through nginx ({help_link.group(1)}): ok")
 
         # A body too large for a path that takes no upload: nginx refuses it unread.
         large = http.post("/review/1/", content=b"x" * (6 * 1024 * 1024))

@@ -23,12 +23,13 @@ from whitenoise.middleware import WhiteNoiseMiddleware
 
 DOCS_URL = "/docs/"
 
-# URL name -> "page.html#anchor" in the built site. Pages that only take a form's submission map
+# URL name -> "page.html#anchor" in the built site ("#anchor" for the docs' home, /docs/, the
+# address whitenoise serves its index.html at). Pages that only take a form's submission map
 # to the page that holds the form: a GET on them shows the 405 page, whose Help link this is.
 HELP: dict[str, str] = {
-    "home": "index.html#people",
-    "login": "index.html#people",
-    "logout": "index.html#people",
+    "home": "#people",
+    "login": "#people",
+    "logout": "#people",
     "review": "annotators.html#review",
     "review_submit": "annotators.html#review",
     "review_skip": "annotators.html#review",
