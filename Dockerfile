@@ -1,5 +1,5 @@
 # The production image: gunicorn + whitenoise for the web, the same image for the Celery worker
-# and beat. Settings come from the environment (see docker-compose.yml and README.md).
+# and beat. Settings come from the environment (see docker-compose.yml and docs/configuration.md).
 FROM python:3.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
     STATIC_ROOT=/app/staticfiles MEDIA_ROOT=/data/media GAMUT_VAR_DIR=/data/var
@@ -8,6 +8,8 @@ WORKDIR /app
 COPY requirements.lock .
 RUN pip install --no-cache-dir --disable-pip-version-check --require-hashes -r requirements.lock
 COPY . .
+# The documentation site the web serves at /docs/ (mkdocs.yml; strict: a broken link fails the build).
+RUN NO_MKDOCS_2_WARNING=1 mkdocs build
 # collectstatic needs production settings to build the hashed manifest; these values exist only
 # for this build step and are not kept in the image's environment.
 RUN GAMUT_ENV=production SECRET_KEY=collectstatic-only-$(head -c 48 /dev/urandom | base64 | tr -d '\n/+=') \

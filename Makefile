@@ -1,12 +1,13 @@
 # Two commands: `make run` and `make test`. Both create .venv from the lock files first:
 # `make run` installs the runtime (requirements.lock) only, `make test` the developer tools too
-# (requirements-dev.lock: pytest, playwright, mypy, schemathesis, ...).
+# (requirements-dev.lock: pytest, playwright, mypy, schemathesis, ...). Both build the documentation
+# site (docs/ into site/, which the app serves at /docs/) when a page of it changed.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/pip install --quiet --disable-pip-version-check --require-hashes
 
-.PHONY: run test lint lock bench-review clean
+.PHONY: run test docs lint lock bench-review clean
 
 $(BIN)/.runtime: requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -19,10 +20,18 @@ $(BIN)/.dev: $(BIN)/.runtime requirements-dev.lock
 	$(PIP) -r requirements.lock -r requirements-dev.lock
 	touch $@
 
-run: $(BIN)/.runtime
+# mkdocs.yml is strict: a broken link or anchor fails the build. bench/README.md is included.
+DOCS_SOURCES := mkdocs.yml bench/README.md $(shell find docs -type f)
+site/index.html: $(BIN)/.runtime $(DOCS_SOURCES)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build
+	touch $@
+
+docs: site/index.html
+
+run: $(BIN)/.runtime site/index.html
 	$(BIN)/python -m gamut_site.devrun
 
-test: $(BIN)/.dev
+test: $(BIN)/.dev site/index.html
 	$(BIN)/python -m pytest -q
 
 lint: $(BIN)/.dev
@@ -43,4 +52,4 @@ bench-review: $(BIN)/.dev
 	bench/run_review_bench.sh
 
 clean:
-	rm -rf var/ $(VENV)
+	rm -rf var/ site/ $(VENV)

@@ -1,10 +1,10 @@
 """The deployment of .ci/deploy_check.sh, driven through nginx as a person and a script would.
 
-`deploy`: TLS with the site's certificate, a login, a static file from disk, a body too large
-for a path that takes no upload, an import over 1 MB in the browser's form, an LLM job of the
-generation stage run by the Celery worker against the fake Gemini server, and the logs of the
-web and the worker. `restored`: after deploy/restore.sh, the same photo and the job's
-candidates are back.
+`deploy`: TLS with the site's certificate, a login, a static file from disk, the documentation
+behind the login page's Help link, a body too large for a path that takes no upload, an import
+over 1 MB in the browser's form, an LLM job of the generation stage run by the Celery worker
+against the fake Gemini server, and the logs of the web and the worker. `restored`: after
+deploy/restore.sh, the same photo and the job's candidates are back.
 
 Exits 1 with the first thing that is wrong; prints what it checked and how long each took."""
 
@@ -116,6 +116,18 @@ def deploy() -> None:
             and static.headers.get("cache-control") == "public, max-age=31536000, immutable",
             f"{stylesheet.group(1)}: {static.status_code} {static.headers.get('cache-control')}",
         )
+
+        # The documentation, served by the app behind nginx: the login page's Help link opens it.
+        help_link = re.search(
+            r'href="(/docs/[^"#]*)[^"]*" target="_blank"', http.get("/login/").text
+        )
+        check(help_link is not None, "the login page links no help")
+        docs = http.get(help_link.group(1))
+        check(
+            docs.status_code == 200 and "Who reads what" in docs.text,
+            f"{help_link.group(1)}: {docs.status_code} {docs.text[:200]!r}",
+        )
+        print(f"the documentation through nginx ({help_link.group(1)}): ok")
 
         # A body too large for a path that takes no upload: nginx refuses it unread.
         large = http.post("/review/1/", content=b"x" * (6 * 1024 * 1024))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The production deployment as README.md's "Production without Docker" sets it up, checked end
+# The production deployment as docs/production.md's "Without Docker" sets it up, checked end
 # to end: an .env made from .env.example, the deploy steps through deploy/manage.sh, gunicorn,
 # a Celery worker and beat started with the ExecStart lines of deploy/systemd/*.service,
 # Debian's nginx with deploy/nginx.conf and a self-signed certificate, and the fake LLM server
@@ -74,9 +74,10 @@ questions='{"questions": ["What kind of stew is this and how is it traditionally
 $py -m tests.fake_llm --port "$fake_port" --text "$questions" >"$work/fake-llm.log" 2>&1 &
 pids+=($!)
 
-echo "== the deploy steps: migrate, collectstatic, an admin, the model"
+echo "== the deploy steps: migrate, collectstatic, the documentation, an admin, the model"
 deploy/manage.sh migrate --noinput -v 0
 deploy/manage.sh collectstatic --noinput -v 0
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --quiet
 admin_password=$($py -c "import secrets; print(secrets.token_urlsafe(16))")
 DJANGO_SUPERUSER_PASSWORD=$admin_password deploy/manage.sh createsuperuser --noinput \
   --username deploy-admin --email deploy-admin@example.org

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The backup (README.md, "Backups"): the database, then the photos, into one folder.
+# The backup (docs/operations.md, "Backups"): the database, then the photos, into one folder.
 #   sudo -u gamut deploy/backup.sh [DIR]      (default /var/backups/gamut/YYYY-MM-DD)
 # Photos live only in MEDIA_ROOT: a database restored without them shows no photos, and jobs
 # on those images fail. Both go together, always.

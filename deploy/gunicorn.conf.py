@@ -1,5 +1,5 @@
 """gunicorn's settings for production: `gunicorn -c deploy/gunicorn.conf.py gamut_site.wsgi`
-(the Docker image, docker-compose.yml and the README's native steps all start it so).
+(the Docker image, docker-compose.yml and docs/production.md's native steps all start it so).
 
 Command-line options, or gunicorn's own GUNICORN_CMD_ARGS, override any of these (the image
 binds 0.0.0.0:8000 that way); WEB_CONCURRENCY sets the number of workers.

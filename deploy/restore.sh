@@ -1,5 +1,5 @@
 #!/bin/sh
-# Restore a backup of deploy/backup.sh over the live database and photos (README.md, "Backups").
+# Restore a backup of deploy/backup.sh over the live database and photos (docs/operations.md, "Backups").
 # Stop the web, the worker and beat first, migrate after (the code may be newer than the
 # backup), then start them again:
 #   systemctl stop gamut-web gamut-worker gamut-beat

@@ -1,10 +1,10 @@
 #!/bin/sh
-# The restore drill (README.md, "Backups"): a backup of deploy/backup.sh restored beside the
-# live site, into a scratch database (gamut_drill) and a scratch folder, then checked: the
-# schema is the code's, and every photo the database names is in the restored folder and
-# decodes. Nothing live is touched; the scratch copies are dropped at the end.
+# The restore drill (docs/operations.md, "Backups"): a backup of deploy/backup.sh restored
+# beside the live site, into a scratch database (gamut_drill) and a scratch folder, then
+# checked: the schema is the code's, and every photo the database names is in the restored
+# folder and decodes. Nothing live is touched; the scratch copies are dropped at the end.
 #   sudo -u gamut deploy/restore_drill.sh /var/backups/gamut/YYYY-MM-DD
-# The database role needs CREATEDB (README's native steps create it so).
+# The database role needs CREATEDB (docs/production.md's native steps create it so).
 set -eu
 cd "$(dirname "$0")/.."
 set -a

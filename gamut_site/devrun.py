@@ -167,7 +167,8 @@ def serve(start, children: list[subprocess.Popen], demo_models: dict[str, str]) 
             f"    REDIS_URL=redis://127.0.0.1:{REDIS_PORT}/0 .venv/bin/python manage.py "
             "launch_job generate --all --wait"
         )
-    print(f"\n  API docs: http://{HOST}:{PORT}/api/docs/   Ctrl-C stops everything.\n")
+    print(f"\n  Documentation: http://{HOST}:{PORT}/docs/   API: http://{HOST}:{PORT}/api/docs/")
+    print("  Ctrl-C stops everything.\n")
     while True:
         for proc in children:
             if proc.poll() is not None:

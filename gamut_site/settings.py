@@ -92,7 +92,8 @@ MIDDLEWARE = [
     # Then: the forwarded headers of anyone but our proxies are gone before anything reads them.
     "gamut_site.proxies.forwarded_headers_middleware",
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    # whitenoise: the static files, and the built documentation at /docs/.
+    "gamut_site.docs.StaticAndDocsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     # Before anything reads the body: a large one from anyone who may not upload is refused
@@ -128,6 +129,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "annotation.context_processors.roles",
+                "gamut_site.docs.help_link",
             ],
             "builtins": ["template_partials.templatetags.partials"],
         },
@@ -221,6 +223,10 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env("STATIC_ROOT", str(VAR_DIR / "static")) or "")
 if not PRODUCTION:
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing one
+# The documentation site that mkdocs builds from docs/ (mkdocs.yml's site_dir), served at /docs/
+# by gamut_site.docs; /docs/ is also where whitenoise serves the folder's index.html.
+DOCS_ROOT = BASE_DIR / "site"
+WHITENOISE_INDEX_FILE = True
 MEDIA_ROOT = Path(env("MEDIA_ROOT", str(VAR_DIR / "media")) or "")
 # Uploaded photos are served by a view that checks who is asking, never as public files.
 MEDIA_URL = "/media-not-public/"
@@ -240,8 +246,8 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # Review rules.
 REVIEW_LEASE = timedelta(seconds=envint("REVIEW_LEASE_SECONDS", 30 * 60))
 
-# Imports: caps on what one import may make the server read or unpack (README, "Importing
-# images"). An upload names its members in the manifest; only those are unpacked, one at a time.
+# Imports: caps on what one import may make the server read or unpack (docs/imports.md).
+# An upload names its members in the manifest; only those are unpacked, one at a time.
 IMPORT_MAX_FILE_BYTES = envint("IMPORT_MAX_FILE_BYTES", 20 * 1024 * 1024)  # one image
 IMPORT_MAX_TOTAL_BYTES = envint("IMPORT_MAX_TOTAL_BYTES", 2 * 1024 * 1024 * 1024)  # one import
 IMPORT_MAX_MEMBERS = envint("IMPORT_MAX_MEMBERS", 20_000)  # entries in one zip

@@ -1,7 +1,7 @@
 from csp.decorators import csp_update
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, re_path
 from django.views.decorators.http import require_safe
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
@@ -16,6 +16,7 @@ from annotation import (
     views_entities,
     views_training,
 )
+from gamut_site import docs
 from judging import api as judging_api
 from judging import views as judging_views
 from judging import views_analysis as results_views
@@ -244,4 +245,7 @@ urlpatterns = [
         name="api_docs",
     ),
     path("admin/", admin.site.urls),
+    # The built documentation is served by whitenoise (gamut_site.docs); what it did not find
+    # under /docs/ (a page the site lacks, or no site built) comes here for a page that says so.
+    re_path(r"^docs/(?P<path>.*)$", docs.docs_missing, name="docs"),
 ]

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from django.test import override_settings
 
 CHROMIUM = Path("/usr/bin/chromium")
 SKIP_NO_CHROMIUM = pytest.mark.skipif(
@@ -15,6 +18,7 @@ SKIP_NO_CHROMIUM = pytest.mark.skipif(
 )
 # Where screenshots go when GAMUT_SHOTS names a folder (never the repository); unset: none.
 SHOTS = os.environ.get("GAMUT_SHOTS")
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_collection_modifyitems(config, items):
@@ -38,6 +42,36 @@ def browser_type_launch_args(browser_type_launch_args):
             "--disable-sync",
         ],
     }
+
+
+def build_docs(site: Path, config: Path = ROOT / "mkdocs.yml") -> subprocess.CompletedProcess:
+    """mkdocs build of the documentation into `site`, as make docs runs it: strict by
+    mkdocs.yml's own settings (a broken link or anchor fails), not by a flag of ours."""
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "-f", str(config), "-d", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+
+
+@pytest.fixture(scope="session")
+def docs_site(tmp_path_factory) -> Path:
+    """The documentation built strictly, once a session, into a folder of its own, and served
+    at /docs/ from it (not from the checkout's site/, which may be stale or absent)."""
+    site = tmp_path_factory.mktemp("docs-site")
+    built = build_docs(site)
+    assert built.returncode == 0, built.stdout + built.stderr
+    with override_settings(DOCS_ROOT=site):
+        yield site
+
+
+@pytest.fixture(scope="session")
+def live_server(docs_site, live_server):
+    """pytest-django's live server, started after the docs are built: it reads its middleware,
+    and with it where the docs are, once as it starts."""
+    return live_server
 
 
 class Person:

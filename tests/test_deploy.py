@@ -62,7 +62,7 @@ def test_production_refuses_a_weak_secret():
     assert result.returncode != 0 and "SECRET_KEY must be" in result.stderr
 
 
-# --- What the deployment files promise (README.md, "Production") ---------------------------
+# --- What the deployment files promise (docs/production.md) ------------------------------
 
 SETTING_READERS = {"env", "envbool", "envint", "envlist", "required"}
 # Read by something else than settings.py: compose, gunicorn, the HTTP clients.
@@ -109,11 +109,10 @@ def test_env_example_is_refused_until_its_secret_is_set():
     assert result.returncode != 0 and "SECRET_KEY must be at least 50" in result.stderr
 
 
-def test_readme_configuration_names_every_setting():
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("\n## Configuration") : readme.index("\n## Production")]
-    missing = {name for name in settings_read() | OTHER_SETTINGS if f"`{name}`" not in section}
-    assert missing == set(), "README's Configuration does not describe these"
+def test_the_configuration_page_names_every_setting():
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    missing = {name for name in settings_read() | OTHER_SETTINGS if f"`{name}`" not in page}
+    assert missing == set(), "docs/configuration.md does not describe these"
 
 
 def test_compose_reads_env_and_migrates_once_per_deploy():

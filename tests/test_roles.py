@@ -11,9 +11,9 @@ from core import access
 
 pytestmark = pytest.mark.django_db
 
-# Open to anyone (the login page, the home page that says what waits for you) or guarded by
-# Django's admin itself.
-OPEN = {"home", "login", "logout"}
+# Open to anyone (the login page, the home page that says what waits for you, the documentation:
+# the repository's own text, served as static files) or guarded by Django's admin itself.
+OPEN = {"home", "login", "logout", "docs"}
 SAMPLE_ARGS = {"source_id": "img-1"}
 
 
