@@ -130,6 +130,16 @@ def takes_upload(*caps: str, role: str = access.ADMIN) -> Callable:
     return mark
 
 
+def upload_cap(view: Callable | None) -> int | None:
+    """The most a body sent to `view` may hold when it is marked @takes_upload: the sum of its
+    settings and UPLOAD_OVERHEAD (deploy/nginx.conf's sizes are these, tests/test_deploy.py
+    holds them equal); None for any other view."""
+    caps = getattr(view, "upload_caps", None)
+    if not caps:
+        return None
+    return sum(getattr(settings, name) for name in caps) + UPLOAD_OVERHEAD
+
+
 def _mb(size: int) -> str:
     return f"{size / 1024 / 1024:,.1f} MB"
 
@@ -163,8 +173,8 @@ class RequestSizeMiddleware:
             view = resolve(request.path_info).func
         except Resolver404:
             view = None
-        caps = getattr(view, "upload_caps", None)
-        if not caps:
+        cap = upload_cap(view)
+        if cap is None:
             return (
                 f"The request is {_mb(size)}; this address takes at most {_mb(small)}, so it "
                 "was refused unread."
@@ -175,11 +185,11 @@ class RequestSizeMiddleware:
                 f"The request is {_mb(size)}; only {access.audience(role)}, logged in, may send "
                 f"more than {_mb(small)} here, so it was refused unread."
             )
-        cap = sum(getattr(settings, name) for name in caps) + UPLOAD_OVERHEAD
         if size > cap:
             return (
                 f"The upload is {_mb(size)}, over the {_mb(cap)} this import takes "
-                f"({' + '.join(caps)}); split it into smaller imports. It was refused unread."
+                f"({' + '.join(view.upload_caps)}); split it into smaller imports. It was "
+                "refused unread."
             )
         return None
 

@@ -282,7 +282,13 @@ def _layout(schema: type[BaseModel], prompt: str) -> dict[str, Any]:
 
 
 def _input_items(prompt: str) -> list[dict[str, Any]]:
-    """The first JSON array of items (objects with an id and a type) in the prompt."""
+    """The input meta-rubric's items: its fence (`{meta_rubric:fence}`), else the first JSON
+    array of items (objects with an id and a type) in the prompt (templates from before
+    fences)."""
+    for label, text in fenced_texts(prompt):
+        if label == "META_RUBRIC":
+            prompt = text  # only there: a fenced question cannot pose as the input's items
+            break
     decoder = json.JSONDecoder()
     for found in re.finditer(r"^\[", prompt, re.MULTILINE):
         try:
@@ -308,10 +314,48 @@ def _cited_only(item: dict[str, Any], listed: set[str]) -> dict[str, Any]:
     return kept
 
 
+# A line of the rebuild's listing of human changes (rubric_rebuild v3, made by
+# rubrics.human_changes.HumanChange.prompt_items), before the fence of one of its texts; the
+# first line of a change says what it is, a further one only which text follows.
+_CHANGE_LINE = re.compile(
+    r"^- (?P<id>h\d+), (?P<change>add|edit|retier|delete): "
+    r"(?:check (?P<check>[A-Za-z0-9_.-]+)(?: \(from (?P<meta_item>[A-Za-z0-9_-]+)\))? "
+    r"(?:at tier (?P<tier>[a-z_]+)"
+    r"|from tier (?P<tier_before>[a-z_]+) to tier (?P<tier_after>[a-z_]+)); )?"
+    r"(?P<field>its text before|its text after|its text|the reviser's reason):"
+    r"\n<<<HUMAN_CHANGES>>>$",
+    re.MULTILINE,
+)
+_CHANGE_TEXTS = {
+    "its text": "text",
+    "its text before": "before",
+    "its text after": "after",
+    "the reviser's reason": "reason",
+}
+
+
 def _human_changes(prompt: str) -> list[dict[str, Any]]:
-    """The human round's changes the rebuild's prompt lists (its fenced JSON block), or none."""
-    found = re.search(r"^<<<HUMAN_CHANGES\n(.*?)\nHUMAN_CHANGES>>>$", prompt, re.S | re.M)
-    return json.loads(found.group(1)) if found else []
+    """The human round's changes the rebuild's prompt lists, each as a dict of its fields (id,
+    change, check, meta_item, tier, tier_before, text, before, after, reason: those it has),
+    or none. The lines are read outside the fences and each text from its own, in order, so a
+    text cannot add a change or a field."""
+    texts = [text for label, text in fenced_texts(prompt) if label == "HUMAN_CHANGES"]
+    lines = list(_CHANGE_LINE.finditer(outside_fences(prompt)))
+    if len(lines) != len(texts):
+        return []  # not a listing made by prompt_items
+    changes: dict[str, dict[str, Any]] = {}
+    for line, text in zip(lines, texts, strict=True):
+        change = changes.setdefault(line["id"], {"id": line["id"], "change": line["change"]})
+        if line["check"]:
+            change["check"] = line["check"]
+            if line["meta_item"]:
+                change["meta_item"] = line["meta_item"]
+            if line["tier_before"]:
+                change |= {"tier_before": line["tier_before"], "tier": line["tier_after"]}
+            else:
+                change["tier"] = line["tier"]
+        change[_CHANGE_TEXTS[line["field"]]] = text
+    return list(changes.values())
 
 
 # A check of a list's member, a process's step, a relationship's aspect: `<item>.<kind><k>`

@@ -46,6 +46,12 @@ from . import fencing
 from .fencing import FENCE_NOTE
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+# Templates no job renders any more, and what took their place. Their files stay (the ledger
+# names them, /prompts/ shows them); load_prompt refuses them, so their unfenced text is never
+# sent again.
+RETIRED = {
+    "rubric_human_edits": "rubric_rebuild v3 lists the human changes itself, each text fenced",
+}
 _FILE = re.compile(r"^(?P<name>[a-z0-9_]+)\.v(?P<version>\d+)\.txt$")
 
 
@@ -102,6 +108,8 @@ def _all(directory: Path = PROMPTS_DIR) -> dict[tuple[str, int], Prompt]:
 
 def load_prompt(name: str, version: int | None = None) -> Prompt:
     """The template `name` at `version`, or its latest version."""
+    if name in RETIRED:
+        raise PromptError(f"prompt {name!r} is retired: {RETIRED[name]}")
     versions = sorted(v for n, v in _all() if n == name)
     if not versions:
         raise PromptError(f"no prompt template named {name!r} in {PROMPTS_DIR}")

@@ -67,7 +67,8 @@ class HumanChange:
         return f"deletion of {self.check_id}"
 
     def for_prompt(self) -> dict[str, str]:
-        """The change as the rebuild's prompt lists it (only the fields of its kind)."""
+        """The change's fields (only those of its kind): what prompt_items lists, and what the
+        demo provider reads back out of a rebuild's prompt."""
         shown: dict[str, str] = {"id": self.id, "change": self.op, "check": self.check_id}
         if self.source:
             shown["meta_item"] = self.source
@@ -80,6 +81,39 @@ class HumanChange:
         else:
             shown |= {"text": self.text, "tier": self.tier, "reason": self.reason}
         return shown
+
+    def prompt_items(self) -> list[tuple[str, str]]:
+        """The change for the rebuild's fenced listing (`{human_changes:fence_each}`): a
+        (line, text) pair per text of the change. The line is ours (the change's id and kind,
+        the check, where it came from, the tiers) and stays outside; each text (a check's
+        words, the reviser's reason) goes in a fence of its own, so no text can pose as a
+        change or end another's fence."""
+        shown = self.for_prompt()
+        where = f" (from {self.source})" if self.source else ""
+        if self.op == RETIER:
+            tiers = f"from tier {self.tier_before} to tier {self.tier}"
+        else:
+            tiers = f"at tier {self.tier}"
+        first = f"{self.id}, {self.op}: check {self.check_id}{where} {tiers}; "
+        texts = [(label, shown[field]) for field, label in PROMPT_TEXTS.items() if field in shown]
+        return [
+            (f"{first}{label}" if n == 0 else f"{self.id}, {self.op}: {label}", text)
+            for n, (label, text) in enumerate(texts)
+        ]
+
+
+# The texts of a change in the rebuild's listing, by their field in for_prompt, in order.
+PROMPT_TEXTS = {
+    "text": "its text",
+    "before": "its text before",
+    "after": "its text after",
+    "reason": "the reviser's reason",
+}
+
+
+def prompt_items(changes: Sequence[HumanChange]) -> list[tuple[str, str]]:
+    """The changes for `{human_changes:fence_each}`: no change, no pair ("(none)")."""
+    return [pair for change in changes for pair in change.prompt_items()]
 
 
 def _tier(tier: str) -> str:

@@ -63,6 +63,7 @@ from .human_changes import (
     derive_changes,
     describe,
     outcomes,
+    prompt_items,
 )
 from .models import STAGE_ORDER, Origin, Rubric, RubricCheck, RubricVersion, Stage
 from .services import meta_id_list, meta_ids, rubric_version_create
@@ -322,11 +323,6 @@ def _json(value: Any) -> str:
     return json.dumps(value, indent=1, ensure_ascii=False)
 
 
-def _snippet_lines(snippets: list[dict[str, str]]) -> str:
-    """The snippets as rubric_rebuild v1 lists them (not fenced yet)."""
-    return "\n".join(f"[{s['id']}] {s['title']} <{s['url']}>: {s['text']}" for s in snippets)
-
-
 def snippet_items(snippets: list[dict[str, str]]) -> list[tuple[str, str]]:
     """The snippets for a fenced listing (`{snippets:fence_each}`): the id is ours and stays
     outside; the title, address and text come from the web and go in the snippet's fence."""
@@ -482,16 +478,6 @@ async def build(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
     return ItemResult.of_calls(
         {"version_id": version_id, "snippets": len(snippets), "items": len(layout.items)}, *calls
     )
-
-
-def _human_edits(subject: _Subject) -> str:
-    """The human round's changes for the rebuild's prompt: each with its id and what it is, as
-    JSON in a fenced block. Human text is untrusted: as JSON strings, one line each, no text
-    can end the block (its closing line), and the prompt says they are data."""
-    if not subject.human_changes:
-        return ""
-    changes = [change.for_prompt() for change in subject.human_changes]
-    return load_prompt("rubric_human_edits").render(changes=_json(changes))
 
 
 @dataclass(frozen=True)
@@ -675,7 +661,10 @@ async def refine(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict
         raise ItemFailed(
             "evidence would leave the rubric without a recorded verdict: " + ", ".join(lost), *calls
         )
-    audit_lines = "\n".join(f"{sid}: {v['status']} - {v['reason']}" for sid, v in verdicts.items())
+    # The statuses are ours (the schema's choices, or the code's for an unreachable address);
+    # the reasons and what is missing are the model's words: fenced.
+    audit_items = [(f"{sid}: {v['status']}", v["reason"]) for sid, v in verdicts.items()]
+    partial_items = [(p.id, p.missing) for p in structured.partial_coverage]
 
     changes = subject.human_changes
 
@@ -705,9 +694,10 @@ async def refine(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict
         question=subject.question,
         entity=subject.entity,
         meta_rubric=meta_rubric,
-        audit=audit_lines + (f"\nPartial coverage:\n{partial}" if partial else ""),
-        snippets=_snippet_lines(usable),
-        human_edits=_human_edits(subject),
+        audit=audit_items,
+        partial_coverage=partial_items,
+        snippets=snippet_items(usable),
+        human_changes=prompt_items(changes),
     )
     assert isinstance(reply, RebuildReply)
     document = rebuilt(subject, usable, input_meta, reply).document

@@ -144,14 +144,38 @@ def test_gunicorn_preloads_the_app_and_waits_as_long_as_nginx_for_imports():
     assert max(waits) <= conf["timeout"]
 
 
-def nginx_locations() -> dict[str, int]:
-    """The exact-path locations of deploy/nginx.conf and their body size, in bytes."""
+NGINX_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def nginx_size(value: str) -> int:
+    """An nginx size (`5m`, `2128M`, `512k`, `1g`, bytes) in bytes."""
+    number, unit = re.fullmatch(r"(\d+)([kmg]?)", value.lower()).groups()
+    return int(number) * NGINX_UNITS[unit]
+
+
+def nginx_body_sizes() -> tuple[int, dict[str, int]]:
+    """deploy/nginx.conf's client_max_body_size for the site's server, and for each exact-path
+    location that sets its own, in bytes."""
     nginx = (ROOT / "deploy" / "nginx.conf").read_text()
-    sizes = {}
+    server = re.findall(r"^    client_max_body_size (\w+);", nginx, re.M)
+    assert len(server) == 1, "one body size for the TLS server"
+    locations = {}
     for path, block in re.findall(r"location = (\S+) \{(.*?)\}", nginx, re.S):
-        size = re.search(r"client_max_body_size (\d+)m;", block)
-        sizes[path] = int(size.group(1)) * 1024 * 1024
-    return sizes
+        size = re.search(r"client_max_body_size (\w+);", block)
+        if size:
+            locations[path] = nginx_size(size.group(1))
+    return nginx_size(server[0]), locations
+
+
+def site_views(patterns=None, prefix: str = "/"):
+    """(path, view) of every URL pattern of the site, those of included URLconfs too."""
+    from django.urls import URLResolver, get_resolver
+
+    for pattern in get_resolver().url_patterns if patterns is None else patterns:
+        if isinstance(pattern, URLResolver):
+            yield from site_views(pattern.url_patterns, prefix + str(pattern.pattern))
+        else:
+            yield prefix + str(pattern.pattern), pattern.callback
 
 
 def view_source(callback) -> str:
@@ -168,31 +192,20 @@ def view_source(callback) -> str:
     return ""
 
 
-def upload_views() -> set[str]:
-    """The paths of the site whose view reads an uploaded file (request.FILES)."""
-    from django.urls import get_resolver
+def test_nginx_takes_what_the_app_takes_on_every_path():
+    """nginx and the app's RequestSizeMiddleware refuse the same bodies: nginx's size on every
+    path is the cap the app computes from the settings (a body of exactly that size passes
+    both, a byte more is a 413 from both), so neither refuses what the other would take."""
+    from core.middleware import upload_cap
 
-    return {
-        "/" + str(pattern.pattern)
-        for pattern in get_resolver().url_patterns
-        if hasattr(pattern, "callback") and "request.FILES" in view_source(pattern.callback)
-    }
-
-
-def test_nginx_takes_large_bodies_on_the_upload_paths_only():
-    locations = nginx_locations()
-    assert set(locations) == upload_views(), "an upload path without its nginx location"
-    nginx = (ROOT / "deploy" / "nginx.conf").read_text()
-    default = int(re.search(r"^    client_max_body_size (\d+)m;", nginx, re.M).group(1)) << 20
-    assert django_settings.DATA_UPLOAD_MAX_MEMORY_SIZE <= default < 6 << 20
-    imports = django_settings.IMPORT_MAX_TOTAL_BYTES + django_settings.IMPORT_MAX_MANIFEST_BYTES
-    for path, size in locations.items():
-        need = (
-            django_settings.IMPORT_MAX_MANIFEST_BYTES
-            if "training" in path or "gold" in path
-            else imports
-        )
-        assert need < size < need + (16 << 20), path
+    default, locations = nginx_body_sizes()
+    assert default == django_settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    caps = {path: upload_cap(view) for path, view in site_views() if upload_cap(view)}
+    assert locations == caps
+    # A view that reads an uploaded file is marked for the middleware (@takes_upload), so it
+    # has its location here too.
+    reads_files = {p for p, view in site_views() if "request.FILES" in view_source(view)}
+    assert reads_files == set(caps), "a view reads request.FILES without @takes_upload"
 
 
 def lock_names(name: str) -> set[str]:

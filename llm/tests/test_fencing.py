@@ -21,11 +21,8 @@ from llm.fencing import (
     outside_fences,
     render,
 )
-from llm.prompts import Prompt, PromptError, all_prompts, load_prompt
+from llm.prompts import RETIRED, Prompt, PromptError, all_prompts, load_prompt
 
-# Templates helper A rewrites for issue 21 item 1, fenced by them with this mechanism: until
-# then they are the only ones left out below. Remove a name once its new version is in.
-NOT_FENCED_YET = {"rubric_rebuild", "rubric_human_edits"}
 # Values that come from our own code, not from outside: numbers, and a tier our code names.
 TRUSTED = {"tier", "min_count", "max_count", "round"}
 
@@ -121,7 +118,18 @@ def _latest() -> list[Prompt]:
     latest: dict[str, Prompt] = {}
     for prompt in all_prompts():  # by name, then version
         latest[prompt.name] = prompt
-    return [p for name, p in sorted(latest.items()) if name not in NOT_FENCED_YET]
+    return [p for name, p in sorted(latest.items()) if name not in RETIRED]
+
+
+def test_a_retired_template_is_never_rendered_again():
+    # rubric_human_edits v2 listed a person's texts as JSON, not fenced: rubric_rebuild v3
+    # fences each of them itself, and no code may load the old one.
+    assert set(RETIRED) == {"rubric_human_edits"}
+    for name in RETIRED:
+        for version in (None, 1, 2):
+            with pytest.raises(PromptError, match="retired: rubric_rebuild v3"):
+                load_prompt(name, version)
+    assert "human_changes" in load_prompt("rubric_rebuild").fenced
 
 
 @pytest.mark.parametrize("prompt", _latest(), ids=lambda p: f"{p.name}.v{p.version}")
