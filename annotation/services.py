@@ -628,9 +628,9 @@ def preference_set(*, user, single_key_shortcuts: bool) -> Preference:
     preference, _ = Preference.objects.update_or_create(
         user=user, defaults={"single_key_shortcuts": bool(single_key_shortcuts)}
     )
-    # The value the request's user was read with (annotation.auth.Backend), so that anything
-    # drawn later in the same request shows the new setting, not the old one.
-    user._gamut_single_keys = preference.single_key_shortcuts
+    # Kept on the user object, so that anything drawn later in the same request shows the new
+    # setting, not the one read before.
+    user.preference = preference
     return preference
 
 

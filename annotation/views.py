@@ -200,20 +200,13 @@ SKIPPED = "review_skipped"  # session key: candidates this person handed back in
 REOPENED = "review_reopened"  # session key: what an undo from the list took back, for the form
 
 
-_UNREAD = object()
-
-
 def single_keys(user) -> bool:
-    """Whether this person's pages answer single-key shortcuts (on unless turned off). Read
-    with the session's user (annotation.auth.Backend) where it was, else here."""
-    value = getattr(user, "_gamut_single_keys", _UNREAD)
-    if value is _UNREAD:
-        value = (
-            Preference.objects.filter(user=user)
-            .values_list("single_key_shortcuts", flat=True)
-            .first()
-        )
-    return True if value is None else value
+    """Whether this person's pages answer single-key shortcuts (on unless turned off). The
+    preference is read once per request: Django keeps it on the user object."""
+    try:
+        return user.preference.single_key_shortcuts
+    except Preference.DoesNotExist:
+        return True
 
 
 def _today_start():

@@ -10,10 +10,9 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import prefetch_related_objects
 from django.http import HttpResponse
 
 ANNOTATOR = "annotator"
@@ -31,32 +30,15 @@ _AUDIENCE = {
 }
 
 
-def with_roles(users: QuerySet) -> QuerySet:
-    """Users with their role groups read in the same query (one EXISTS a role), which roles()
-    then takes instead of a query of its own: the session's user is read so on every request
-    (annotation.auth.Backend)."""
-    membership = get_user_model().groups.through.objects.filter(user_id=OuterRef("pk"))
-    return users.annotate(
-        **{f"_gamut_in_{g}": Exists(membership.filter(group__name=g)) for g in ROLE_GROUPS}
-    )
-
-
 def roles(user) -> frozenset[str]:
-    """The person's roles (ROLE_GROUPS they are in, and ADMIN for staff), read once per request
-    and kept on the user object; taken from with_roles() where the user was read with it."""
+    """The person's roles (ROLE_GROUPS they are in, and ADMIN for staff). Their groups are read
+    once per request: prefetched onto the user object, where Django keeps them until the
+    person's groups are changed through it."""
     if not user.is_authenticated:
         return frozenset()
-    cached = getattr(user, "_gamut_roles", None)
-    if cached is None:
-        if hasattr(user, f"_gamut_in_{ANNOTATOR}"):
-            cached = frozenset(g for g in ROLE_GROUPS if getattr(user, f"_gamut_in_{g}"))
-        else:
-            names = user.groups.filter(name__in=ROLE_GROUPS).values_list("name", flat=True)
-            cached = frozenset(names)
-        if user.is_staff:
-            cached |= {ADMIN}
-        user._gamut_roles = cached
-    return cached
+    prefetch_related_objects([user], "groups")
+    found = frozenset(g.name for g in user.groups.all() if g.name in ROLE_GROUPS)
+    return found | {ADMIN} if user.is_staff else found
 
 
 def is_annotator(user) -> bool:

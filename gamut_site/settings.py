@@ -171,10 +171,24 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL", "redis://127.0.0.1:6379/0") or ""
-if env("REDIS_URL") or PRODUCTION:
+REDIS_CACHE = bool(env("REDIS_URL")) or PRODUCTION  # the cache (and the sessions) in Redis
+if REDIS_CACHE:
+    # django-redis, for its IGNORE_EXCEPTIONS: with Redis down, a read of the cache is a miss
+    # and a write is skipped (each logged), so pages and logins go on from the database, as the
+    # sessions are kept there too. Django's own Redis backend raises, which would answer every
+    # page with a 500 and refuse every login until Redis is back.
     CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {
+                "IGNORE_EXCEPTIONS": True,
+                "SOCKET_CONNECT_TIMEOUT": 1,  # seconds: an unreachable Redis costs at most this
+                "SOCKET_TIMEOUT": 1,
+            },
+        }
     }
+    DJANGO_REDIS_LOG_IGNORED_EXCEPTIONS = True
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
@@ -200,8 +214,7 @@ parse_networks(TRUSTED_PROXIES)  # a typo stops the start-up, rather than trusti
 # lock the pair until LOGIN_RATE_WINDOW seconds after the last of them.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: refuses a locked pair before any password
-    # Django's ModelBackend, with the person's roles and preference read in the user's query.
-    "annotation.auth.Backend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = envint("LOGIN_RATE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(seconds=envint("LOGIN_RATE_WINDOW", 900))
@@ -265,8 +278,13 @@ IMAGE_MAX_FRAMES = envint("IMAGE_MAX_FRAMES", 100)
 IMAGE_MAX_METADATA_BYTES = envint("IMAGE_MAX_METADATA_BYTES", 1024 * 1024)
 
 # Security.
-# Django's database sessions, read by a query compiled once (every request reads the session).
-SESSION_ENGINE = "core.sessions"
+# Sessions live in the database; with Redis, every request reads them from the cache first
+# (Django's cached_db: a cache miss, or a Redis restart, falls back to the database).
+SESSION_ENGINE = (
+    "django.contrib.sessions.backends.cached_db"
+    if REDIS_CACHE
+    else "django.contrib.sessions.backends.db"
+)
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the body's hx-headers, not the cookie
 X_FRAME_OPTIONS = "DENY"

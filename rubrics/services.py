@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -22,7 +22,6 @@ from django.utils import timezone
 from annotation.models import FinalQuestion
 from core import access
 from core.errors import Conflict, InvalidInput, NotAllowed, NotFound
-from core.prepared import Prepared, PreparedUpdate
 from core.text import clean_int, clean_text
 
 from . import compiler
@@ -284,41 +283,23 @@ def _moved_on(user, version_id: int, revision: Any, now: datetime) -> bool:
         expected = clean_int(revision, "revision", minimum=0, maximum=2**31 - 1)
     except InvalidInput:
         return False
-    if _MOVE_ON.run(version=version_id, revision=expected) != 1:
+    moved = RubricVersion.objects.filter(
+        pk=version_id, frozen_at__isnull=True, revision=expected
+    ).update(revision=F("revision") + 1)
+    if moved != 1:
         return False
     _renew_claim(user, version_id, now)
     return True
-
-
-# The statements and reads of every edit, compiled once (core.prepared).
-_MOVE_ON = PreparedUpdate(
-    lambda version, revision: (
-        RubricVersion.objects.filter(pk=version, frozen_at__isnull=True, revision=revision),
-        {"revision": F("revision") + 1},
-    ),
-    version=int,
-    revision=int,
-)
-_RENEW = PreparedUpdate(
-    lambda version, reviser, now, expires_at: (
-        RevisionClaim.objects.filter(version_id=version).filter(
-            Q(reviser_id=reviser) | Q(expires_at__lte=now)
-        ),
-        {"reviser_id": reviser, "expires_at": expires_at},
-    ),
-    version=int,
-    reviser=int,
-    now=datetime,
-    expires_at=datetime,
-)
 
 
 def _renew_claim(user, version_id: int, now: datetime) -> None:
     """The claim renewed by one UPDATE where it is this reviser's or has lapsed; read only when
     that finds none (another reviser's live claim, or none yet)."""
     expires_at = now + settings.REVIEW_LEASE
-    if not _RENEW.run(version=version_id, reviser=user.pk, now=now, expires_at=expires_at):
-        claims = RevisionClaim.objects.filter(version_id=version_id)
+    claims = RevisionClaim.objects.filter(version_id=version_id)
+    if not claims.filter(Q(reviser=user) | Q(expires_at__lte=now)).update(
+        reviser=user, expires_at=expires_at
+    ):
         if claims.exists():
             raise NotAllowed("Another reviser holds this rubric for this round.")
         RevisionClaim.objects.update_or_create(
@@ -326,39 +307,16 @@ def _renew_claim(user, version_id: int, now: datetime) -> None:
         )
 
 
-# The parent's stage with the draft, the one column of the parent that the page's answer to
-# an edit shows (it shows the version as the edit left it, with no second read): joined as a
-# column, cheaper than a second model instance.
 def drafts() -> RubricVersionQuerySet:
-    # The parent's outcome of a human round's changes too (a human round 2 draft shows which
-    # of round 1's changes refinement 2 dropped, and marks the checks carrying the others):
-    # a column of the same join.
-    return RubricVersion.objects.annotate(
-        parent_stage=F("parent__stage"), parent_human_changes=F("parent__human_changes")
-    )
-
-
-_DRAFT = Prepared(lambda pk: drafts().filter(pk=pk), pk=int)
+    """Versions with their parent, whose stage the diff names and whose record of a human
+    round's changes a human round 2 draft shows (which of round 1's changes refinement 2
+    dropped, and the checks carrying the others); the parent's meta-rubric is never shown."""
+    return RubricVersion.objects.select_related("parent").defer("parent__meta_rubric")
 
 
 def draft_read(version_id: int) -> RubricVersion | None:
-    """The version with its parent's stage, as an edit's answer shows it (None: no such one)."""
-    return _DRAFT.first(pk=version_id)
-
-
-# The check to edit with its draft, and the parent's stage, in one query.
-_EDITABLE_ROW = Prepared(
-    lambda version, pk: (
-        RubricCheck.objects.select_related("version")
-        .annotate(
-            parent_stage=F("version__parent__stage"),
-            parent_human_changes=F("version__parent__human_changes"),
-        )
-        .filter(version_id=version, pk=pk)
-    ),
-    version=int,
-    pk=int,
-)
+    """The version with its parent, as an edit's answer shows it (None: no such one)."""
+    return drafts().filter(pk=version_id).first()
 
 
 def _editable(user, version_id: int, revision: Any, now: datetime) -> RubricVersion:
@@ -409,11 +367,14 @@ def _editable_row(
     if not _moved_on(user, version_id, revision, now):
         return _row(_locked(user, version_id, revision, now), check_pk)
     check_pk = clean_int(check_pk, "check", minimum=1)
-    row = _EDITABLE_ROW.first(version=version_id, pk=check_pk)
+    row = (
+        RubricCheck.objects.select_related("version__parent")
+        .defer("version__parent__meta_rubric")
+        .filter(version_id=version_id, pk=check_pk)
+        .first()
+    )
     if row is None:
         raise NotFound("That check is not part of this rubric version.")
-    row.version.parent_stage = row.parent_stage
-    row.version.parent_human_changes = row.parent_human_changes
     return row
 
 
@@ -569,7 +530,8 @@ def check_add(
         raise InvalidInput(
             f"source {source!r} is no item or meta-insight of the meta-rubric.", "source"
         )
-    # (position, check_id, origin) tuples: whole rows cost a millisecond and are not needed.
+    # The positions, to place the new check, and the ids of the checks added by hand, to
+    # number it after them.
     rows = list(version.checks.order_by("position").values_list("position", "check_id", "origin"))
     if after_check_pk not in (None, ""):
         anchor = _row(version, after_check_pk, "after")
@@ -622,18 +584,10 @@ def check_move(
                 "to_position must be a position in the list.", "to_position"
             ) from exc
     version = _editable(user, version_id, revision, now)
-    # Every row in one query, with only what placing needs (version_id: the related manager
-    # reads it on each row); the row moved is one of them.
-    rows = list(
-        version.checks.order_by("position", "pk").only(
-            "version_id", "position", "tier", "deleted_at"
-        )
-    )
-    placed = next((r for r in rows if r.pk == clean_int(check_pk, "check", minimum=1)), None)
-    if placed is None:
+    rows = list(version.checks.order_by("position", "pk"))
+    row = next((r for r in rows if r.pk == clean_int(check_pk, "check", minimum=1)), None)
+    if row is None:
         raise NotFound("That check is not part of this rubric version.")
-    row = _row(version, placed.pk)  # the whole row, for the edit's record and the answer
-    rows[rows.index(placed)] = row
     if direction is not None:
         same_tier = [r for r in rows if r.tier == row.tier and r.deleted_at is None]
         if direction == "up":
@@ -677,11 +631,11 @@ def revision_complete(
 
 def human_round_outcome(version: RubricVersion) -> list[dict[str, Any]] | None:
     """What refinement round 2 did with the changes of human round 1, as this version shows it:
-    its own record (it is that refinement), or its parent's (it is the human round after it,
-    read by drafts()); None when neither follows a human round."""
+    its own record (it is that refinement), or its parent's (it is the human round after it);
+    None when neither follows a human round."""
     if version.human_changes is not None:
         return version.human_changes
-    return getattr(version, "parent_human_changes", None)
+    return version.parent.human_changes if version.parent_id else None
 
 
 def meta_items(meta: dict) -> list[dict]:
@@ -801,32 +755,19 @@ def _compiled(meta: dict) -> list[compiler.Check]:
         return []
 
 
-class DiffRow(Protocol):
-    """What a diff compares of a check: a RubricCheck, or a named tuple of these columns."""
-
-    @property
-    def check_id(self) -> str: ...
-    @property
-    def text(self) -> str: ...
-    @property
-    def tier(self) -> str: ...
-    @property
-    def deleted_at(self) -> datetime | None: ...
-
-
 @dataclass
 class VersionDiff:
-    added: list[DiffRow] = field(default_factory=list)
-    removed: list[DiffRow] = field(default_factory=list)
-    changed: list[tuple[DiffRow, DiffRow]] = field(default_factory=list)
-    retiered: list[tuple[DiffRow, DiffRow]] = field(default_factory=list)
+    added: list[RubricCheck] = field(default_factory=list)
+    removed: list[RubricCheck] = field(default_factory=list)
+    changed: list[tuple[RubricCheck, RubricCheck]] = field(default_factory=list)
+    retiered: list[tuple[RubricCheck, RubricCheck]] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
         return not (self.added or self.removed or self.changed or self.retiered)
 
 
-def version_diff(old_rows: Sequence[DiffRow], new_rows: Sequence[DiffRow]) -> VersionDiff:
+def version_diff(old_rows: Sequence[RubricCheck], new_rows: Sequence[RubricCheck]) -> VersionDiff:
     """Checks matched by id: added, removed, changed text, changed tier."""
     old = {r.check_id: r for r in old_rows if r.deleted_at is None}
     new = {r.check_id: r for r in new_rows if r.deleted_at is None}

@@ -18,10 +18,8 @@ from django.contrib import messages
 from django.db.models import Count, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.template.backends.utils import csrf_input
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import escape
 from django.views.decorators.http import require_POST
 from django_htmx.http import reswap, retarget
 
@@ -30,17 +28,14 @@ from annotation.views import single_keys
 from core import access
 from core.errors import DomainError
 from core.http import refuse
-from core.prepared import Prepared
 from judging.check_report import check_report
 from judging.models import Judge, Setting
 
 from . import services
-from .compiler import TIERS, is_web_url
-from .models import Origin, RevisionClaim, Rubric, RubricCheck, RubricVersion, Stage
+from .compiler import TIERS
+from .models import RevisionClaim, Rubric, RubricCheck, RubricVersion
 
 TIER_LABELS = {"answer_critical": "Answer-critical", "valuable": "Valuable", "context": "Context"}
-# get_origin_display() builds a dict of the field's choices at every call, 60 checks a page.
-ORIGIN_LABELS = dict(Origin.choices)
 TYPE_ORDER = [
     ("fact", "Facts"),
     ("strict_list", "Strict lists"),
@@ -124,49 +119,28 @@ def claim(request: HttpRequest) -> HttpResponse:
     return redirect("rubric_workspace", version_id=version.pk)
 
 
-# The hot queries of the page and of every edit's answer, compiled once (core.prepared): the
-# version as the edits' services read it (services.draft_read), for the page with its
-# question and image as well; its checks in order, whole or as named tuples of some columns.
-_PAGE_VERSION = Prepared(
-    lambda pk: services.drafts().select_related("rubric__question__image").filter(pk=pk),
-    pk=int,
-)
-
-
-def _in_order(version: int):
-    return RubricCheck.objects.filter(version_id=version).order_by("position", "pk")
-
-
-_CHECKS = Prepared(_in_order, version=int)
-
-
 def _version(version_id: int, *, page: bool = False) -> RubricVersion:
-    version = _PAGE_VERSION.first(pk=version_id) if page else services.draft_read(version_id)
+    """The version as the edits' services read it (with its parent); for the page with its
+    question and image as well."""
+    versions = services.drafts()
+    if page:
+        versions = versions.select_related("rubric__question__image")
+    version = versions.filter(pk=version_id).first()
     if version is None:
         raise Http404(f"There is no rubric version {version_id}.")
     return version
 
 
-def _snippets(meta: dict) -> dict[str, dict]:
-    """The meta-rubric's snippets by id, each with its link and label worked out once, not at
-    each item and check that cites it."""
-    return {
-        s["id"]: {**s, "web": is_web_url(s.get("url")), "label": s.get("title") or s.get("url")}
-        for s in meta.get("snippets", [])
-    }
-
-
-# What the scaffold's template asks of every item, whatever its type: a key missing from the
-# dict costs the template engine a failed lookup and a dir() of the dict, at each item.
-SCAFFOLD_DEFAULTS = dict.fromkeys(("statement", "topic", "options", "steps"))
+def _in_order(version_id: int):
+    return RubricCheck.objects.filter(version_id=version_id).order_by("position", "pk")
 
 
 def _scaffold(meta: dict) -> list[tuple[str, list[dict]]]:
     """The meta-rubric's items grouped by type, each with its snippets looked up."""
-    snippets = _snippets(meta)
+    snippets = {s["id"]: s for s in meta.get("snippets", [])}
     groups: dict[str, list[dict]] = {key: [] for key, _ in TYPE_ORDER}
     for item in meta.get("items", []):
-        shown = {**SCAFFOLD_DEFAULTS, **item}
+        shown = dict(item)
         # "items" would read as dict.items in a template: members go under their own key.
         shown["members"] = item.get("items", [])
         shown["evidence"] = [snippets[s] for s in item.get("snippets", []) if s in snippets]
@@ -178,36 +152,10 @@ def _scaffold(meta: dict) -> list[tuple[str, list[dict]]]:
     return [(label, groups[key]) for key, label in TYPE_ORDER if groups.get(key)]
 
 
-# What an edit's answer needs of the checks it does not draw: the tier counts, the warnings,
-# the diff, the deleted list and the changed check's place.
-SUMMARY_COLUMNS = (
-    "pk",
-    "position",
-    "check_id",
-    "kind",
-    "tier",
-    "source",
-    "origin",
-    "text",
-    "deleted_at",
-    "delete_reason",
-)
-_SUMMARY = Prepared(
-    lambda version: _in_order(version).values_list(*SUMMARY_COLUMNS, named=True), version=int
-)
-# The parent's rows only for the diff: the four columns it compares, as named tuples (a query
-# of its own, cheaper than whole rows with their JSON in the draft's).
-_PARENT_ROWS = Prepared(
-    lambda version: _in_order(version).values_list(
-        "check_id", "text", "tier", "deleted_at", named=True
-    ),
-    version=int,
-)
-
-
 # The regions of the checklist besides the check itself that an edit of each kind can change:
 # a move changes no count, warning or difference (none of them looks at positions), a new text
-# only the difference. An edit's answer computes and sends only these.
+# only the difference (the warnings look at tiers, sources and deletions, never at texts). An
+# edit's answer computes and sends only these, and a move does not read the parent's checks.
 REGIONS = frozenset({"counts", "warnings", "diff"})
 EDIT_REGIONS = {
     "text": frozenset({"diff"}),
@@ -220,7 +168,6 @@ EDIT_REGIONS = {
 
 
 def _checklist_context(
-    request: HttpRequest,
     version: RubricVersion,
     *,
     changed: RubricCheck | None = None,
@@ -229,36 +176,26 @@ def _checklist_context(
     attempted: dict | None = None,
 ) -> dict:
     """Everything the checklist shows. Read after the version, so the rows are at least as new
-    as the revision that the page will carry. After an edit only the check it changed is drawn
-    (`changed`, as the edit left it, standing in its place): the others are read as the
-    columns of SUMMARY_COLUMNS, named tuples, without their JSON decoded or model instances
-    made for them (60 of them cost more than the rest of the answer's context). The warnings
+    as the revision that the page will carry. After an edit, `changed` is the check as the edit
+    left it, standing in its place among the rows read, and the only check drawn; the warnings
     and the diff are computed only when among `regions`."""
-    if changed is None:
-        rows = _CHECKS.all(version=version.pk)
-        drawn = rows
-    else:
-        rows = [changed if r.pk == changed.pk else r for r in _SUMMARY.all(version=version.pk)]
+    rows = list(_in_order(version.pk))
+    drawn = rows
+    if changed is not None:
+        rows = [changed if r.pk == changed.pk else r for r in rows]
         drawn = [changed]
     diff = None
     if version.parent_id and "diff" in regions:
-        diff = services.version_diff(_PARENT_ROWS.all(version=version.parent_id), rows)
+        # The diff compares ids, texts, tiers and deletions: the parent's rows without the rest.
+        parent_rows = _in_order(version.parent_id).only("check_id", "text", "tier", "deleted_at")
+        diff = services.version_diff(list(parent_rows), rows)
     live = [r for r in rows if r.deleted_at is None]
     meta = version.meta_rubric
-    snippets = _snippets(meta)
-    # One reversed address for the whole list, not one per check. What a check's markup
-    # prints more than once or dearly is made here, once: its address and its id escaped (safe
-    # strings, printed ten and five times), its pk as text (an int printed by the template
-    # engine goes through number formatting), its origin in words.
-    checks_url = reverse("rubric_workspace", args=[version.pk]) + "checks/"
+    snippets = {s["id"]: s for s in meta.get("snippets", [])}
     carried = _carried(services.human_round_outcome(version))
     for row in drawn:
         row.carries = carried.get(row.check_id, ())
         row.evidence = [snippets[s] for s in row.snippets if s in snippets]
-        row.url = escape(f"{checks_url}{row.pk}")
-        row.cid = escape(row.check_id)
-        row.pk_text = str(row.pk)
-        row.origin_label = ORIGIN_LABELS.get(row.origin, row.origin)
     groups = []
     for tier in TIERS:
         checks = [r for r in live if r.tier == tier]
@@ -267,9 +204,9 @@ def _checklist_context(
         )
     return {
         "version": version,
-        "revision": str(version.revision),  # printed in every check's form: text, as pk_text
-        "checks_url": checks_url,
-        "csrf_input": csrf_input(request),
+        "revision": version.revision,
+        # One address for the whole list, each check's own made from it in the template.
+        "checks_url": reverse("rubric_workspace", args=[version.pk]) + "checks/",
         "editable": version.frozen_at is None,
         "rows": rows,
         "groups": groups,
@@ -277,16 +214,12 @@ def _checklist_context(
         "total": len(live),
         "warnings": services.rubric_warnings(meta, rows) if "warnings" in regions else [],
         "diff": diff,
-        "parent_stage": Stage(version.parent_stage).label if version.parent_id else "",
+        "parent_stage": version.parent.get_stage_display() if version.parent_id else "",
         "regions": regions,
-        "tiers": [(str(n), tier, TIER_LABELS[tier]) for n, tier in enumerate(TIERS, start=1)],
+        "tiers": [(n, tier, TIER_LABELS[tier]) for n, tier in enumerate(TIERS, start=1)],
         "sources": sorted(services.meta_ids(meta)),
         "error": error,
         "attempted": attempted or {},
-        # False until an edit's answer says otherwise: a name missing from the context costs
-        # the template engine a raised and caught exception at each use, 60 checks a page.
-        "oob": False,
-        "check_oob": False,
     }
 
 
@@ -324,7 +257,7 @@ def workspace(request: HttpRequest, version_id: int) -> HttpResponse:
     """Revisers edit here; admins may look (read-only)."""
     reviser = access.is_reviser(request.user)
     version = _version(version_id, page=True)
-    context = _checklist_context(request, version)
+    context = _checklist_context(version)
     context["human_round"] = human_change_rows(services.human_round_outcome(version))
     context["editable"] = context["editable"] and reviser
     context["question"] = version.rubric.question
@@ -362,7 +295,6 @@ def _edit(
 
         def checklist(exc: DomainError) -> HttpResponse:
             context = _checklist_context(
-                request,
                 _version(version_id),
                 error=exc,
                 attempted={
@@ -384,13 +316,11 @@ def _edit(
     if not request.htmx:
         return redirect("rubric_workspace", version_id=version_id)
     # The draft as the edit left it (the service's, with its parent's stage): not read again.
-    context = _checklist_context(
-        request, changed.version, changed=changed, regions=EDIT_REGIONS[kind]
-    )
+    context = _checklist_context(changed.version, changed=changed, regions=EDIT_REGIONS[kind])
     # The revision this edit produced, as the service says, not the version's as read now: if
     # another tab saved in between, the page has not seen that save, and its next save must be
     # refused with the whole current state.
-    context["revision"] = str(changed.revision)
+    context["revision"] = changed.revision
     rows, row = context["rows"], changed
     live = row.deleted_at is None
     shown_before = live if kind in ("text", "retier", "move") else kind == "delete"

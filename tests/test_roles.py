@@ -103,10 +103,38 @@ def test_roles_are_read_once_per_request(alice, django_assert_num_queries):
         assert not access.has_role(alice, access.ADMIN)
 
 
+def test_a_change_of_groups_through_the_user_shows_at_once(alice, django_assert_num_queries):
+    """The groups are kept on the user object for the request, until they change through it."""
+    from django.contrib.auth.models import Group
+
+    assert access.roles(alice) == {access.ANNOTATOR}
+    alice.groups.add(Group.objects.get_or_create(name="adjudicator")[0])
+    with django_assert_num_queries(1):
+        assert access.roles(alice) == {access.ANNOTATOR, access.ADJUDICATOR}
+        assert access.is_adjudicator(alice)
+    alice.groups.clear()
+    assert not access.is_member(alice)
+
+
+def test_the_preference_is_read_once_and_follows_a_change(alice, django_assert_num_queries):
+    from annotation import services
+    from annotation.views import single_keys
+
+    with django_assert_num_queries(1):
+        assert single_keys(alice) is True  # on until turned off: no preference stored
+        assert single_keys(alice) is True
+    services.preference_set(user=alice, single_key_shortcuts=False)
+    with django_assert_num_queries(0):
+        assert single_keys(alice) is False
+    services.preference_set(user=alice, single_key_shortcuts=True)
+    with django_assert_num_queries(0):
+        assert single_keys(alice) is True
+
+
 def test_the_session_user_comes_with_roles_read_afresh_each_request(alice, client):
-    """annotation.auth.Backend reads the roles and the single-key preference in the user's own
-    query: a change of either shows on the very next request, and a group that is no role
-    gives no role."""
+    """The roles and the single-key preference are read afresh with each request's user: a
+    change of either shows on the very next request, and a group that is no role gives no
+    role."""
     from django.contrib.auth.models import Group
 
     from annotation.models import Preference
@@ -136,7 +164,7 @@ def test_a_deactivated_person_is_logged_out_on_the_next_request(alice, client):
     assert answer.status_code == 302 and answer["Location"].startswith("/login/")
 
 
-def test_roles_without_the_backend_are_read_by_one_query_of_role_groups(alice):
+def test_a_group_that_is_no_role_gives_no_role(alice):
     from django.contrib.auth.models import Group
 
     alice.groups.add(Group.objects.get_or_create(name="visitors")[0])

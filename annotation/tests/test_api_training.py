@@ -304,7 +304,6 @@ def test_nobody_audits_their_own_review_over_the_api(make_image, alice, bob, car
     resolved(make_image, alice, bob, 2)
     audits.review_audits_draw(rate=1.0)
     alice.groups.add(Group.objects.get(name="adjudicator"))
-    alice._gamut_roles = None  # the roles are read once per request, kept on the user
     assert api(alice).get(REVIEWS).json() == {"waiting": 0, "audits": []}
     for audit in ReviewAudit.objects.all():  # hers, and bob's beside hers
         refused = api(alice).post(f"{REVIEWS}{audit.pk}/", {"verdict": "agree"}, format="json")

@@ -120,8 +120,8 @@ def test_the_page_shows_both_scopes_to_admins_only(
     client.force_login(alice)
     assert client.get(url).status_code == 403
     client.force_login(root)
-    # session, user with their roles, final questions, candidates
-    with django_assert_num_queries(4):
+    # session, user, their groups, final questions, candidates
+    with django_assert_num_queries(5):
         page = client.get(url)
     assert page.status_code == 200
     html = page.content.decode()
@@ -246,8 +246,8 @@ def test_the_figures_per_guard_prompt_are_measured_on_the_same_templates(
 
     client.force_login(root)
     cache.clear()
-    # session, user with their roles, final questions, the guard's events, their jobs, candidates
-    with django_assert_num_queries(6):
+    # session, user, their groups, final questions, the guard's events, their jobs, candidates
+    with django_assert_num_queries(7):
         page = client.get(reverse("diversity"))
     assert 'data-testid="guard-prompts"' in page.content.decode()
     csv_text = client.get(

@@ -252,8 +252,8 @@ def test_the_page_shows_the_photo_row_and_proposal_with_pinned_queries(
     )
     proposed(crag, "s-2")
     client.force_login(alice)
-    # session, user with their roles and preference, the next image, its proposal, the count
-    with django_assert_num_queries(5):
+    # session, user, their groups, their preference, the next image, its proposal, the count
+    with django_assert_num_queries(7):
         page = client.get(reverse("entities"))
     html = page.content.decode()
     assert page.status_code == 200

@@ -428,13 +428,13 @@ def test_query_counts_of_the_photo_and_of_a_refused_import(
 ):
     make_image("img-1")
     client.force_login(alice)
-    # session, user (with her roles), the image
-    with django_assert_num_queries(3):
+    # session, user, her groups, the image
+    with django_assert_num_queries(4):
         assert client.get("/images/img-1/photo").status_code == 200
     client.force_login(root)
     manifest = "\n".join("not json" for _ in range(500))
-    # session, user (with the roles), the recent imports; the refusal itself reads nothing
-    with django_assert_num_queries(3):
+    # session, user, their groups, the recent imports; the refusal itself reads nothing
+    with django_assert_num_queries(4):
         response = client.post(
             "/import/",
             {

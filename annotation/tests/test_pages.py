@@ -204,8 +204,8 @@ def test_images_list_query_count_is_constant(
     for n in range(n_images):
         make_image(f"img-{n}", ["A question?"])
     login(client, root)
-    # session, user with their roles; the page's count, its rows and the domains
-    with django_assert_num_queries(5):
+    # session, user, their groups; the page's count, its rows and the domains
+    with django_assert_num_queries(6):
         assert (
             client.get(reverse("images"), {"q": "question", "state": "in_review"}).status_code
             == 200
@@ -378,8 +378,8 @@ def test_my_work_counts_today_week_median_and_the_adjudicators_agreement(
         now=timezone.now() - timedelta(days=8),
     )
     login(client, alice)
-    # session, user with their roles; the figures, the week's seconds, the waiting count
-    with django_assert_num_queries(5):
+    # session, user, their groups; the figures, the week's seconds, the waiting count
+    with django_assert_num_queries(6):
         body = client.get(reverse("my_work")).content.decode()
     assert '<p class="big" data-testid="today">2</p>' in body
     assert '<p class="big" data-testid="week">2</p>' in body

@@ -252,7 +252,7 @@ def test_todays_reviews_each_changeable_until_resolved(
     old = services.review_submit(user=bob, candidate_id=c2.pk, decision="discard")
     Review.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=2))
     client.force_login(alice)
-    with django_assert_num_queries(3):  # session, user with its roles, reviews
+    with django_assert_num_queries(4):  # session, user, groups, reviews
         body = client.get(reverse("review_mine")).content.decode()
     assert f'data-testid="my-review-{r1.pk}"' in body and f'data-testid="my-review-{r2.pk}"' in body
     assert "resolved: accepted" in body
@@ -365,15 +365,17 @@ def test_review_and_adjudication_query_counts_are_pinned(
 # Measured with the session already written. The review page reads two rows more than it did
 # (the last review, for the undo offer; the single-key preference), the adjudication page one.
 # With no gold item, training asks one query on the page and one in each claim and submission.
-# Then two fewer on each (the person's roles and preference come with the session's user,
-# annotation.auth.Backend). A visit of the review page no longer claims (issue 22): it reads the
-# candidate held (or, holding none, the page claims on load with a POST), three fewer.
+# Then two fewer on each (the person's roles and preference came with the session's user, read
+# by a login backend of our own). A visit of the review page no longer claims (issue 22): it
+# reads the candidate held (or, holding none, the page claims on load with a POST), three
+# fewer. Back on Django's ModelBackend (issue 23), the groups and the preference are read in
+# queries of their own again: two more on each.
 COUNTS = {
-    "shell": 7,
-    "claim": 14,
-    "review": 7,
-    "submit": 24,
-    "undo": 19,
-    "skip": 16,
-    "adjudicate": 5,
+    "shell": 9,
+    "claim": 16,
+    "review": 9,
+    "submit": 26,
+    "undo": 21,
+    "skip": 18,
+    "adjudicate": 7,
 }

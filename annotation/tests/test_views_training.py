@@ -18,8 +18,8 @@ pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 # A visit of an audit page that shows drawn work (it no longer draws: a POST does).
-COUNT_AUDIT_PAGE = 5
-COUNT_ROUND_AUDIT_PAGE = 6
+COUNT_AUDIT_PAGE = 7
+COUNT_ROUND_AUDIT_PAGE = 8
 
 
 def _panel_shape(html: str) -> str:
@@ -109,8 +109,8 @@ def test_the_training_page_resets_and_lets_through(
     client.force_login(root)
     client.get(reverse("training"))
     with django_assert_num_queries(
-        7
-    ):  # session, user and roles, config, items, annotators, states, answers
+        8
+    ):  # session, user, groups, config, items, annotators, states, answers
         page = client.get(reverse("training"))
     html = page.content.decode()
     row = html[html.index('data-testid="standing-alice"') :]
@@ -267,7 +267,7 @@ def test_the_agreement_page_has_gold_accuracy_and_overturns_with_csv_and_json(
         audits.review_audit_give(user=carol, audit_id=audit.pk, verdict=verdict, note="why")
     client.force_login(root)
     client.get(reverse("agreement"))
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(7):
         html = client.get(reverse("agreement")).content.decode()
     assert 'data-testid="trend-chart"' in html and "<polyline" in html
     data = json.loads(client.get(reverse("agreement"), {"format": "json"}).content)

@@ -280,8 +280,8 @@ def _results_world(n_models: int, n_judges: int) -> list[Judge]:
     return judges
 
 
-# the session, and the user read with their roles for the menu; then the page's own
-FIXED = 2
+# the session, the user and their groups (the menu's roles); then the page's own
+FIXED = 3
 
 
 @pytest.mark.parametrize("n_models", [1, 4])

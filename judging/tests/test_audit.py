@@ -152,7 +152,7 @@ def test_the_leaderboard_is_corrected_by_the_audit(
     header = next(csv.reader(io.StringIO(text.content.decode())))
     assert header == EXPORT_COLUMNS and "ppi_gamut_ci_low" in header
     # The page: one query for the graded audit pairs, one for the judge's verdicts on them.
-    with django_assert_num_queries(10):
+    with django_assert_num_queries(11):
         page = client.get(reverse("leaderboard"), {"judge": "judge-a"}).content.decode()
     assert 'data-testid="corrected">70.0' in page
 
@@ -251,10 +251,10 @@ def test_the_quality_page_its_exports_and_the_api(
     client.force_login(dave)
     assert client.get(reverse("judge_quality")).status_code == 403
     client.force_login(root)
-    with django_assert_num_queries(4):  # session, user and roles, labels (none), judges
+    with django_assert_num_queries(5):  # session, user, groups, labels (none), judges
         client.get(reverse("judge_quality"))
     _labelled_world(world, root, dave, second_grader)
-    with django_assert_num_queries(5):  # and the judges' verdicts on the labelled pairs
+    with django_assert_num_queries(6):  # and the judges' verdicts on the labelled pairs
         page = client.get(reverse("judge_quality")).content.decode()
     assert 'data-who="judge-a"' in page and 'data-testid="kappa-chart"' in page
     assert "not decided (3 of 30 doubly graded pairs)" in page
@@ -277,7 +277,7 @@ def test_the_results_page_draws_the_audit_and_predicts_widths(
     client, world, root, dave, django_assert_num_queries
 ):
     client.force_login(root)
-    with django_assert_num_queries(14):  # nothing graded: no verdicts read for the widths
+    with django_assert_num_queries(15):  # nothing graded: no verdicts read for the widths
         page = client.get(reverse("spot_check_results")).content.decode()
     assert "– (nothing graded yet)" in page
     client.post(
@@ -291,7 +291,7 @@ def test_the_results_page_draws_the_audit_and_predicts_widths(
     assert answer.status_code == 302 and SpotCheck.objects.count() == 10
     _grade_all(dave, lambda s: "missing" if s.check_row.tier == "valuable" else "meets")
     # And the verdicts and per-tier counts of the graded pairs, whatever their number.
-    with django_assert_num_queries(16):
+    with django_assert_num_queries(17):
         client.get(reverse("spot_check_results"))
     data = json.loads(client.get(reverse("spot_check_results"), {"format": "json"}).content)
     audit = data["audit"]

@@ -62,7 +62,7 @@ def test_pending_responses_are_explained_with_the_launch_and_its_estimate(
     # their sizes and the judge's counts as sets, then the earlier verdicts whose keys would be
     # copied), and the graded audit pairs (none here): a constant, whatever the number of
     # responses.
-    with django_assert_num_queries(18):
+    with django_assert_num_queries(19):
         response = client.get(reverse("leaderboard"), {"judge": llm_judge.name})
     body = response.content.decode()
     section = re.search(

@@ -127,7 +127,7 @@ def test_grading_page_is_blind_and_keyboard_ready(client, graded_world, root, da
 
 
 # A visit of the grading page that shows the spot check held (measured; it claims nothing).
-SPOT_PAGE = 6
+SPOT_PAGE = 7
 
 
 def test_a_visit_claims_nothing_the_post_claims_with_its_token(

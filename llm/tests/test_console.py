@@ -369,10 +369,10 @@ def test_job_list_query_count_is_constant(client, root, django_assert_num_querie
     for _ in range(n):
         finish(launch(2, user=root), fail={0})
     client.force_login(root)
-    # Session, user with their roles, count, page, the domains every stage's filter offers,
+    # Session, user, their groups, count, page, the domains every stage's filter offers,
     # and for each of the six stages the demo model it would fall back on (none configured;
     # the entity proposals fall back on the generation model's).
-    with django_assert_num_queries(11):
+    with django_assert_num_queries(12):
         assert client.get(reverse("jobs")).status_code == 200
 
 
@@ -382,12 +382,12 @@ def test_job_page_query_count_is_constant(client, root, django_assert_num_querie
     job = finish(launch(n, user=root), fail={0, 3, 5})
     client.force_login(root)
     url = reverse("job", args=[job.pk])
-    # Session, user (with the roles the menu needs), job, count and page of items, failures;
-    # the polled region the same (it holds the failures and the items too). The
+    # Session, user, their groups (the roles the menu needs), job, count and page of items,
+    # failures; the polled region the same (it holds the failures and the items too). The
     # job is over, so no count of running or waiting items.
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(7):
         assert client.get(url).status_code == 200
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(7):
         assert htmx_get(client, url).status_code == 286
 
 
@@ -418,10 +418,10 @@ def test_job_list_query_count_with_models_configured(
     for _ in range(n):
         finish(launch(2, user=root), fail={0})
     client.force_login(root)
-    # Session, user with their roles, count, page, the domains, and each stage's model
+    # Session, user, their groups, count, page, the domains, and each stage's model
     # (entity proposals, generation, guard, build and the two refinement rounds: whether it
     # can run).
-    with django_assert_num_queries(11):
+    with django_assert_num_queries(12):
         assert client.get(reverse("jobs")).status_code == 200
 
 

@@ -161,9 +161,9 @@ def test_the_page_says_what_a_running_job_waits_for(sent, root, django_assert_nu
     client = Client()
     client.force_login(root)
     url = reverse("job", args=[job.pk])
-    # Session, user with their roles, job, count and page of items, the running items'
-    # counts (lost ones and live chunks with them), the deferred ones. No failures.
-    with django_assert_num_queries(7):
+    # Session, user, their groups, job, count and page of items, the running items' counts
+    # (lost ones and live chunks with them), the deferred ones. No failures.
+    with django_assert_num_queries(8):
         page = client.get(url).content.decode()
     until = timezone.localtime(lost.items[0].lease_until).strftime("%H:%M:%S")
     assert f"4 items wait for a lost worker's lease to expire at {until}" in page

@@ -123,7 +123,7 @@ def test_human_round_2_sees_the_dropped_changes_and_the_carrying_checks(
     draft = services.revision_claim(user=dave)
     assert draft.stage == Stage.HUMAN_2 and draft.parent_id == refined_2.pk
     client.force_login(dave)
-    with django_assert_num_queries(5):  # as any workspace page (test_workspace.py)
+    with django_assert_num_queries(7):  # as any workspace page (test_workspace.py)
         body = page(client, "rubric_workspace", draft.pk)
     assert "Human round 1, through refinement round 2" in body
     assert 'data-testid="human-changes-dropped"' in body
@@ -131,7 +131,7 @@ def test_human_round_2_sees_the_dropped_changes_and_the_carrying_checks(
     assert "the reviser&#x27;s edit (h1) of human round 1" in body
     # An edit's answer draws the check again: still marked, in the same number of queries.
     row = draft.checks.get(check_id="I1")
-    with django_assert_num_queries(11):
+    with django_assert_num_queries(12):
         response = client.post(
             reverse("rubric_check_text", args=[draft.pk, row.pk]),
             {"text": "Edited again.", "revision": draft.revision},
@@ -163,4 +163,4 @@ def test_the_history_page_reads_as_many_queries_with_outcomes_as_without(
         assert "human-round-" not in page(client, "rubric_history", refined_2.rubric_id)
 
 
-HISTORY_QUERIES = 8
+HISTORY_QUERIES = 9

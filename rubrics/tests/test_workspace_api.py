@@ -56,7 +56,7 @@ def test_claim_then_read_the_draft(dave, question, meta, django_assert_num_queri
     ]
     client = api(dave)
     # The version with its question and image in one query, then its checks (the roles were
-    # read with the user, by force_authenticate's user object).
+    # read before, onto the user object that force_authenticate passes).
     with django_assert_num_queries(2):
         assert client.get(url("api_rubric_version", body["id"])).json() == body
 
