@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gamut_site.settings")
 
 from judging.ppi import AuditedQuestion, all_scores, question_counts  # noqa: E402
-from judging.scoring import DEFAULT_SETTINGS, TIERS, response_score  # noqa: E402
+from judging.verdicts.scoring import DEFAULT_SETTINGS, TIERS, response_score  # noqa: E402
 
 VERDICTS = ("meets", "partially_meets", "missing", "contradicts")
 

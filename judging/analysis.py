@@ -1,8 +1,8 @@
 """The analyses behind the result pages: settings against each other, judges against each other.
 
-Pure Python, no Django import, like judging/scoring.py: the views read the scores (Gamut x100
-per model, from `judging.leaderboard`) and the verdict pairs, and everything computed from them
-is here, typed and tested without a database.
+Pure Python, no Django import, like judging/verdicts/scoring.py: the views read the scores
+(Gamut x100 per model, from `judging.leaderboard`) and the verdict pairs, and everything computed
+from them is here, typed and tested without a database.
 
 Entry points
     kendall_tau_b(x, y) -> float | None     rank correlation with ties (tau-b)

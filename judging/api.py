@@ -19,18 +19,17 @@ from annotation.models import FinalQuestion
 from core import access
 from core.errors import InvalidInput, NotFound
 from core.http import ErrorSerializer, rendered
+from judging import reports
+from judging.analysis import LABELS
+from judging.check_report import check_report
+from judging.judge_quality import SOURCES, judge_quality
+from judging.leaderboard import board_as_dict, leaderboard
+from judging.models import EvaluatedModel, Judge, Setting
+from judging.spot_checks import judge_agreement, spot_check_progress
+from judging.verdicts.scoring import TIERS
+from judging.verdicts.services import scoring_settings
+from judging.views_spot import audit_report
 from llm.api import QUEUE_DOWN, JobSerializer
-
-from . import reports
-from .analysis import LABELS
-from .check_report import check_report
-from .judge_quality import SOURCES, judge_quality
-from .leaderboard import board_as_dict, leaderboard
-from .models import EvaluatedModel, Judge, Setting
-from .scoring import TIERS
-from .services import scoring_settings
-from .spot_checks import judge_agreement, spot_check_progress
-from .views_spot import audit_report
 
 # --- the shapes, for the OpenAPI schema ------------------------------------------------------
 
@@ -615,9 +614,8 @@ class RunSerializer(serializers.Serializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         from django import forms
 
+        from judging.views_runs import question_ids
         from llm.models import Provider
-
-        from .views_runs import question_ids
 
         required = ("model", "setting") if attrs["what"] == "collect" else ("judge",)
         for name in required:
@@ -662,10 +660,9 @@ class RunLaunchedSerializer(serializers.Serializer):
 
 
 def _run_planned(request: Request) -> tuple[Any, Response | None]:
+    from judging.views_runs import run_estimate
     from llm.api import admins_only, refused, validated
     from llm.jobs import JobError
-
-    from .views_runs import run_estimate
 
     if (denied := admins_only(request)) is not None:
         return None, denied
@@ -711,10 +708,9 @@ def run_estimate_view(request: Request) -> Response:
 )
 @api_view(["POST"])
 def run_launch_view(request: Request) -> Response:
+    from judging.views_runs import run_launch
     from llm.api import job_dict, refused
     from llm.jobs import JobError
-
-    from .views_runs import run_launch
 
     planned, refusal = _run_planned(request)
     if refusal is not None:

@@ -7,13 +7,12 @@ from __future__ import annotations
 from django.db.models import F
 from django.urls import reverse
 
+from judging.check_info import check_information, rest_scores
+from judging.leaderboard import leaderboard
+from judging.models import EvaluatedModel, Judge, Verdict
+from judging.verdicts.services import scoring_settings
 from rubrics.models import RubricCheck
 from rubrics.services import final_version_ids
-
-from .check_info import check_information, rest_scores
-from .leaderboard import leaderboard
-from .models import EvaluatedModel, Judge, Verdict
-from .services import scoring_settings
 
 COLUMNS = [
     "source_id",

@@ -19,8 +19,7 @@ from annotation.importing import ImportProblems, json_line
 from annotation.models import FinalQuestion
 from core.errors import InvalidInput
 from core.text import clean_source_id, clean_text
-
-from .models import EvaluatedModel, Response, Setting
+from judging.models import EvaluatedModel, Response, Setting
 
 FIELDS = ("source_id", "model", "setting", "response")
 MODEL_MAX = 100  # EvaluatedModel.name's max_length

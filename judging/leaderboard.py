@@ -6,12 +6,12 @@ rows in the setting. Each (judge, response, version, tier) has one count row, so
 needed; the rows of versions other than a question's final one (the latest frozen one) are
 skipped, so verdicts on checks that a later version changed or deleted are never scored.
 
-The scores are judging/scoring.py's formulas evaluated over numpy arrays (`_response_scores`),
-with the operations of `tier_score` and `response_score` in the same order, and the means taken
-with `math.fsum` as `model_score` takes them: the figures agree with scoring.py's to rounding
-(bit for bit on Python 3.11), which judging/tests and bench/leaderboard_bench.py check. Calling
-`response_score` once per response was most of the time at 14 models x 1,813 questions; see
-bench/README.md, "Leaderboard benchmark".
+The scores are judging/verdicts/scoring.py's formulas evaluated over numpy arrays
+(`_response_scores`), with the operations of `tier_score` and `response_score` in the same order,
+and the means taken with `math.fsum` as `model_score` takes them: the figures agree with
+scoring.py's to rounding (bit for bit on Python 3.11), which judging/tests and
+bench/leaderboard_bench.py check. Calling `response_score` once per response was most of the time
+at 14 models x 1,813 questions; see bench/README.md, "Leaderboard benchmark".
 
 Per model, over the final questions that are not dropped:
   missing  no response from the model in this setting
@@ -37,11 +37,9 @@ from django.db import connections
 from django.db.models import Case, Count, IntegerField, OuterRef, Subquery, Value, When
 
 from annotation.models import FinalQuestion
-from rubrics.models import RubricCheck, RubricVersion
-
-from . import ppi
-from .comparisons import Paired, minimum_detectable_difference, pairwise
-from .models import (
+from judging import ppi
+from judging.comparisons import Paired, minimum_detectable_difference, pairwise
+from judging.models import (
     EvaluatedModel,
     Judge,
     Response,
@@ -50,7 +48,14 @@ from .models import (
     Verdict,
     VerdictValue,
 )
-from .scoring import DEFAULT_SETTINGS, TIERS, ScoringError, ScoringSettings, Unscorable
+from judging.verdicts.scoring import (
+    DEFAULT_SETTINGS,
+    TIERS,
+    ScoringError,
+    ScoringSettings,
+    Unscorable,
+)
+from rubrics.models import RubricCheck, RubricVersion
 
 RESAMPLES = 1000
 SEED = 20240601

@@ -17,12 +17,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 
-from llm.batch import BatchRequest, batch_answer, batch_status, batch_submit, split_by_size
-from llm.gateway import CallResult, Gateway
-from llm.jobs import ItemDeferred, ItemFailed, ItemResult, current_item, register_kind
-from llm.models import LLMModel
-
-from .llm_jobs import (
+from judging.llm_jobs import (
     JUDGE_BATCH,
     Given,
     JudgeReply,
@@ -32,7 +27,11 @@ from .llm_jobs import (
     _record_verdicts,
     judge_template,
 )
-from .models import VerdictValue
+from judging.models import VerdictValue
+from llm.batch import BatchRequest, batch_answer, batch_status, batch_submit, split_by_size
+from llm.gateway import CallResult, Gateway
+from llm.jobs import ItemDeferred, ItemFailed, ItemResult, current_item, register_kind
+from llm.models import LLMModel
 
 BATCH_ROUNDS = 3
 

@@ -12,12 +12,12 @@ rationale. The calls of one response share their prefix (question, photo where t
 was given one, response) and put the check last, so the provider's prompt caching applies.
 Before calling, each check is looked up by its verdict key (the judge and its model, the
 template hash, and every value the prompt shows: question, photo, response, tier, check; see
-judging.services.KEY_INPUTS): a check that already has a verdict on this row is skipped, and one
-judged before on the same prompt (in another rubric version) gets a copy of that verdict without
-a call, unless the job asks for fresh calls. A re-tiered check, a corrected question or another
-judge model is a new prompt, so it is judged anew. A call that fails for good is recorded as a
-`failed` verdict (counted and shown, never scored) and fails the item with its reason;
-retrying the job's failed items calls again for those checks only.
+judging.verdicts.services.KEY_INPUTS): a check that already has a verdict on this row is
+skipped, and one judged before on the same prompt (in another rubric version) gets a copy of that
+verdict without a call, unless the job asks for fresh calls. A re-tiered check, a corrected
+question or another judge model is a new prompt, so it is judged anew. A call that fails for good
+is recorded as a `failed` verdict (counted and shown, never scored) and fails the item with its
+reason; retrying the job's failed items calls again for those checks only.
 """
 
 from __future__ import annotations
@@ -33,6 +33,15 @@ from django.db.models import Count, Sum
 from pydantic import BaseModel, ConfigDict, Field
 
 from annotation.models import FinalQuestion
+from judging.models import EvaluatedModel, Judge, Response, ResponseTierCount, Setting, VerdictValue
+from judging.verdicts.services import (
+    KEY_INPUTS,
+    Given,
+    judge_inputs,
+    verdict_key,
+    verdicts_find,
+    verdicts_record,
+)
 from llm.gateway import CallResult, Gateway, ImagePart, PromptPart, run_bounded
 from llm.jobs import (
     ItemFailed,
@@ -46,16 +55,6 @@ from llm.models import Job, LLMModel, Provider
 from llm.prompts import Prompt, load_prompt, render_text
 from rubrics.models import RubricCheck
 from rubrics.services import final_versions_of
-
-from .models import EvaluatedModel, Judge, Response, ResponseTierCount, Setting, VerdictValue
-from .services import (
-    KEY_INPUTS,
-    Given,
-    judge_inputs,
-    verdict_key,
-    verdicts_find,
-    verdicts_record,
-)
 
 COLLECT = "judging.collect"
 JUDGE = "judging.judge"

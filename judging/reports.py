@@ -21,15 +21,14 @@ from django.db.models import Count, F, FilteredRelation, Q
 from django.urls import reverse
 
 from annotation.models import FinalQuestion
+from judging import analysis
+from judging.comparisons import Paired, paired
+from judging.leaderboard import leaderboard
+from judging.models import EvaluatedModel, Judge, Response, Setting, Verdict, VerdictValue
+from judging.verdicts.scoring import VERDICTS, ScoringError, ScoringSettings, response_score
+from judging.verdicts.services import scoring_settings
 from rubrics.models import RubricCheck
 from rubrics.services import final_version, final_version_ids
-
-from . import analysis
-from .comparisons import Paired, paired
-from .leaderboard import leaderboard
-from .models import EvaluatedModel, Judge, Response, Setting, Verdict, VerdictValue
-from .scoring import VERDICTS, ScoringError, ScoringSettings, response_score
-from .services import scoring_settings
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:

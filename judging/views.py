@@ -6,11 +6,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from core import access
-
-from .csv_export import csv_response
-from .leaderboard import COMPARISON_COLUMNS, EXPORT_COLUMNS, board_as_dict, leaderboard
-from .models import Judge, Setting
-from .services import scoring_settings
+from judging.csv_export import csv_response
+from judging.leaderboard import COMPARISON_COLUMNS, EXPORT_COLUMNS, board_as_dict, leaderboard
+from judging.models import Judge, Setting
+from judging.verdicts.services import scoring_settings
 
 
 def _chart(value: float | None) -> dict:
@@ -119,9 +118,8 @@ def _rejudge(judge: Judge, setting: str, board) -> dict | None:
         "can_launch": judge.llm_model_id is not None,
     }
     if out["can_launch"]:
+        from judging.views_runs import run_estimate  # the judging console's own estimate
         from llm.jobs import JobError
-
-        from .views_runs import run_estimate  # the judging console's own estimate
 
         try:
             out["estimate"] = run_estimate(

@@ -13,11 +13,10 @@ from django.shortcuts import render
 
 from annotation.models import FinalQuestion
 from core import access
-
-from . import reports
-from .analysis import LABELS
-from .csv_export import csv_response
-from .models import Judge, Setting
+from judging import reports
+from judging.analysis import LABELS
+from judging.csv_export import csv_response
+from judging.models import Judge, Setting
 
 QUESTIONS_PER_PAGE = 100
 

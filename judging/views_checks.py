@@ -8,11 +8,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from core import access
-
-from .check_report import COLUMNS, check_report
-from .csv_export import csv_response
-from .models import Judge, Setting
-from .scoring import TIERS
+from judging.check_report import COLUMNS, check_report
+from judging.csv_export import csv_response
+from judging.models import Judge, Setting
+from judging.verdicts.scoring import TIERS
 
 TIER_LABELS = {tier: tier.replace("_", "-").capitalize() for tier in TIERS}
 

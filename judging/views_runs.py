@@ -21,13 +21,12 @@ from django.views.decorators.http import require_GET, require_POST
 from annotation.models import FinalQuestion
 from core import access
 from core.errors import Unavailable
+from judging import llm_jobs
+from judging.models import EvaluatedModel, Judge, Setting
 from llm.batch import BATCH_PRICE_FACTOR
 from llm.jobs import JobError
 from llm.launchers import parse_ids
 from llm.models import Job, LLMModel, Provider
-
-from . import llm_jobs
-from .models import EvaluatedModel, Judge, Setting
 
 RECENT_JOBS = 20
 BATCH_RESPONSES = 50  # responses per Batch API item (about 1,750 requests at 35 checks)

@@ -13,13 +13,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from core import access
-
-from . import judge_quality as quality
-from .csv_export import csv_response
-from .models import Response, SpotCheck, VerdictValue
-from .ppi import predicted_width
-from .services import scoring_settings
-from .spot_checks import (
+from judging import judge_quality as quality
+from judging.csv_export import csv_response
+from judging.models import Response, SpotCheck, VerdictValue
+from judging.ppi import predicted_width
+from judging.spot_checks import (
     GRADES,
     SpotCheckError,
     audit_draw,
@@ -32,6 +30,7 @@ from .spot_checks import (
     spot_check_view,
     spot_checks_draw,
 )
+from judging.verdicts.services import scoring_settings
 
 EXPORT_COLUMNS = ["judge", "graded", "exact", "exact_rate", "same_side", "same_side_rate"]
 MAX_DRAW = 5_000

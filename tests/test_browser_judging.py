@@ -7,9 +7,9 @@ import pytest
 from playwright.sync_api import expect
 
 from judging.models import EvaluatedModel, Judge, Response, SpotCheck
-from judging.services import verdict_record
 from judging.spot_checks import spot_checks_draw
 from judging.tests.conftest import final_checks, make_question
+from judging.verdicts.services import verdict_record
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -15,11 +15,10 @@ from rest_framework.test import APIClient
 
 from judging.leaderboard import leaderboard
 from judging.models import EvaluatedModel, Judge, Response, Verdict
-from judging.services import verdict_record
+from judging.tests.conftest import add_checks, final_checks, make_question
+from judging.verdicts.services import verdict_record
 from llm.models import LLMModel
 from rubrics.models import RubricVersion
-
-from .conftest import add_checks, final_checks, make_question
 
 pytestmark = pytest.mark.django_db
 
@@ -640,7 +639,7 @@ def test_api_is_in_the_openapi_schema(root):
 
 def test_reports_take_the_benchmark_scoring_settings(judge, respond):
     from judging import reports
-    from judging.scoring import ScoringSettings
+    from judging.verdicts.scoring import ScoringSettings
 
     question = make_question("q1", tiers=("answer_critical",))
     response = respond(question)

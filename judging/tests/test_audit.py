@@ -16,7 +16,6 @@ from judging import judge_quality as quality
 from judging.judge_quality import judge_quality, measures
 from judging.leaderboard import EXPORT_COLUMNS, leaderboard
 from judging.models import Judge, SpotCheck
-from judging.services import verdict_record
 from judging.spot_checks import (
     SpotCheckError,
     allocate,
@@ -27,8 +26,8 @@ from judging.spot_checks import (
     spot_check_progress,
     spot_checks_draw,
 )
-
-from .conftest import final_checks, make_question
+from judging.tests.conftest import final_checks, make_question
+from judging.verdicts.services import verdict_record
 
 pytestmark = pytest.mark.django_db
 

@@ -80,8 +80,8 @@ def three_models(judge, respond):
     """model-a meets every check; model-b and model-c meet the first of two checks on every
     question but one, where they differ by one check: a is ahead, b and c cannot be told
     apart. The text-only answers of model-a meet half the checks."""
-    from judging.services import verdict_record
     from judging.tests.conftest import final_checks, make_question
+    from judging.verdicts.services import verdict_record
 
     questions = [make_question(f"pq{i}", tiers=("answer_critical", "valuable")) for i in range(12)]
     plan = {

@@ -20,7 +20,7 @@ from judging.ppi import (
     question_counts,
     rectifier_spread,
 )
-from judging.scoring import DEFAULT_SETTINGS, TIERS, response_score, tier_score
+from judging.verdicts.scoring import DEFAULT_SETTINGS, TIERS, response_score, tier_score
 
 Q1 = AuditedQuestion(
     judge={1: ("answer_critical", "meets"), 2: ("valuable", "meets")},

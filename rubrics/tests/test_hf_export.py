@@ -17,7 +17,7 @@ from annotation.models import FinalQuestion, Image, ImportBatch
 from judging.leaderboard import leaderboard
 from judging.llm_jobs import judge_template
 from judging.models import EvaluatedModel, Judge, Response
-from judging.services import verdict_record
+from judging.verdicts.services import verdict_record
 from llm.fencing import fenced_texts
 from rubrics.hf_export import DATA_FILE, FENCING_SOURCE, content_hash_of
 from rubrics.models import Rubric, RubricCheck, RubricVersion

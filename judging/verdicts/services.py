@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import F
 
-from rubrics.models import RubricCheck
-
-from .models import (
+from judging.models import (
     COUNT_FIELD,
     Judge,
     Response,
@@ -25,7 +23,8 @@ from .models import (
     Verdict,
     VerdictValue,
 )
-from .scoring import DEFAULT_SETTINGS, ScoringSettings
+from judging.verdicts.scoring import DEFAULT_SETTINGS, ScoringSettings
+from rubrics.models import RubricCheck
 
 
 class JudgingError(ValueError):
