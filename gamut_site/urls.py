@@ -20,8 +20,9 @@ from judging import api as judging_api
 from judging import views as judging_views
 from judging import views_analysis as results_views
 from judging import views_checks as judging_checks
-from judging import views_runs as judging_runs
 from judging import views_spot as judging_spot
+from judging.runs import api as runs_api
+from judging.runs import views as runs_views
 from llm import api as llm_api
 from llm import views as llm_views
 from rubrics import api as rubrics_api
@@ -117,9 +118,9 @@ urlpatterns = [
     path("jobs/<int:job_id>/items/<int:item_id>/", llm_views.job_item, name="job_item"),
     path("prompts/", llm_views.prompt_list, name="prompts"),
     path("leaderboard/", judging_views.leaderboard_page, name="leaderboard"),
-    path("judging/runs/", judging_runs.runs_page, name="judging_runs"),
-    path("judging/runs/estimate/", judging_runs.runs_estimate, name="judging_runs_estimate"),
-    path("judging/runs/launch/", judging_runs.runs_launch, name="judging_runs_launch"),
+    path("judging/runs/", runs_views.runs_page, name="judging_runs"),
+    path("judging/runs/estimate/", runs_views.runs_estimate, name="judging_runs_estimate"),
+    path("judging/runs/launch/", runs_views.runs_launch, name="judging_runs_launch"),
     path("judging/spot-checks/", judging_spot.grade_page, name="spot_checks"),
     path(
         "judging/spot-checks/<int:spot_check_id>/",
@@ -195,10 +196,8 @@ urlpatterns = [
     path("api/jobs/<int:job_id>/", llm_api.job_detail, name="api_job"),
     path("api/jobs/<int:job_id>/cancel/", llm_api.job_cancel, name="api_job_cancel"),
     path("api/jobs/<int:job_id>/retry/", llm_api.job_retry, name="api_job_retry"),
-    path(
-        "api/judging/runs/estimate/", judging_api.run_estimate_view, name="api_judging_run_estimate"
-    ),
-    path("api/judging/runs/launch/", judging_api.run_launch_view, name="api_judging_run_launch"),
+    path("api/judging/runs/estimate/", runs_api.run_estimate_view, name="api_judging_run_estimate"),
+    path("api/judging/runs/launch/", runs_api.run_launch_view, name="api_judging_run_launch"),
     # The rubric workspace's edits (the draft's revision is the optimistic lock).
     path("api/rubrics/claim/", rubrics_api.workspace_claim, name="api_rubric_claim"),
     path(

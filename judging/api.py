@@ -6,10 +6,8 @@ left out, it takes the page's default (the first judge by name, multimodal)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
@@ -24,12 +22,11 @@ from judging.analysis import LABELS
 from judging.check_report import check_report
 from judging.judge_quality import SOURCES, judge_quality
 from judging.leaderboard import board_as_dict, leaderboard
-from judging.models import EvaluatedModel, Judge, Setting
+from judging.models import Judge, Setting
 from judging.spot_checks import judge_agreement, spot_check_progress
 from judging.verdicts.scoring import TIERS
 from judging.verdicts.services import scoring_settings
 from judging.views_spot import audit_report
-from llm.api import QUEUE_DOWN, JobSerializer
 
 # --- the shapes, for the OpenAPI schema ------------------------------------------------------
 
@@ -565,160 +562,3 @@ class FlaggedChecksSerializer(serializers.Serializer):
 )
 def flagged_checks(request: Request) -> Response:
     return rendered(FlaggedChecksSerializer, check_report(_judge(request), _setting(request)))
-
-
-# --- judging runs (admins): collect responses and judge, as /judging/runs/ does -------------
-
-
-class RunSerializer(serializers.Serializer):
-    what = serializers.ChoiceField(choices=["collect", "judge"])
-    model = serializers.SlugRelatedField(
-        slug_field="name",
-        required=False,
-        queryset=EvaluatedModel.objects.filter(llm_model__isnull=False),
-        help_text="collect: the evaluated model (one with an LLM model to call)",
-    )
-    setting = serializers.ChoiceField(
-        choices=Setting.values, required=False, help_text="collect: multimodal or text_only"
-    )
-    judge = serializers.SlugRelatedField(
-        slug_field="name",
-        required=False,
-        queryset=Judge.objects.filter(llm_model__isnull=False),
-        help_text="judge: the judge (one with an LLM model to call)",
-    )
-    models = serializers.SlugRelatedField(
-        slug_field="name",
-        many=True,
-        required=False,
-        queryset=EvaluatedModel.objects.all(),
-        help_text="judge: only these evaluated models (empty: all)",
-    )
-    # Plain strings, checked in validate: a second enum of the same choices would be a second
-    # name for one set in the schema.
-    settings = serializers.ListField(
-        child=serializers.CharField(),
-        required=False,
-        help_text="judge: only these settings (empty: both)",
-    )
-    ids = serializers.ListField(
-        child=serializers.CharField(),
-        required=False,
-        help_text="only the final questions of these images' source ids",
-    )
-    fresh = serializers.BooleanField(
-        default=False, help_text="ignore the ledger's cache and earlier verdicts"
-    )
-    batch = serializers.BooleanField(default=False, help_text="judge: Gemini's Batch API")
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        from django import forms
-
-        from judging.views_runs import question_ids
-        from llm.models import Provider
-
-        required = ("model", "setting") if attrs["what"] == "collect" else ("judge",)
-        for name in required:
-            if attrs.get(name) is None:
-                raise serializers.ValidationError({name: f"{attrs['what']} needs {name}."})
-        try:
-            attrs["ids"] = question_ids(list(dict.fromkeys(attrs.get("ids") or [])))
-        except forms.ValidationError as exc:
-            raise serializers.ValidationError({"ids": exc.messages[0]}) from exc
-        judge = attrs.get("judge")
-        if attrs["batch"] and judge is not None and judge.llm_model.provider != Provider.GEMINI:
-            raise serializers.ValidationError(
-                {"batch": f"The Batch API is Gemini's; {judge.name} calls {judge.llm_model.name}."}
-            )
-        unknown = [s for s in attrs.get("settings") or [] if s not in Setting.values]
-        if unknown:
-            raise serializers.ValidationError(
-                {
-                    "settings": f"unknown setting {unknown[0]!r}; "
-                    f"expected {', '.join(Setting.values)}"
-                }
-            )
-        attrs.setdefault("models", [])
-        attrs["settings"] = attrs.get("settings") or []
-        return attrs
-
-
-class RunEstimateSerializer(serializers.Serializer):
-    items = serializers.IntegerField()
-    calls = serializers.IntegerField(help_text="at most: copies by key and the cache make it fewer")
-    tokens_in = serializers.IntegerField()
-    tokens_out = serializers.IntegerField()
-    # Not rounded: the estimate's cost is exact (tokens times the price per million).
-    cost = serializers.DecimalField(max_digits=None, decimal_places=None, coerce_to_string=False)
-    model = serializers.CharField()
-    note = serializers.CharField()
-
-
-class RunLaunchedSerializer(serializers.Serializer):
-    job = JobSerializer(help_text="as GET /api/jobs/{id}/ shows it")
-    estimate = RunEstimateSerializer()
-
-
-def _run_planned(request: Request) -> tuple[Any, Response | None]:
-    from judging.views_runs import run_estimate
-    from llm.api import admins_only, refused, validated
-    from llm.jobs import JobError
-
-    if (denied := admins_only(request)) is not None:
-        return None, denied
-    data, invalid = validated(RunSerializer, request)
-    if invalid is not None:
-        return None, invalid
-    assert data is not None
-    try:
-        return (data, run_estimate(data["what"], data)), None
-    except JobError as exc:
-        return None, refused(str(exc), "what", code=409)
-
-
-@extend_schema(
-    summary="Estimate a judging run (admins): collect responses or judge them",
-    request=RunSerializer,
-    responses={
-        200: RunEstimateSerializer,
-        400: ErrorSerializer,
-        403: ErrorSerializer,
-        409: ErrorSerializer,
-    },
-    description="The estimate of /judging/runs/. 409: nothing left to do in scope.",
-)
-@api_view(["POST"])
-def run_estimate_view(request: Request) -> Response:
-    planned, refusal = _run_planned(request)
-    return refusal if refusal is not None else rendered(RunEstimateSerializer, planned[1])
-
-
-@extend_schema(
-    summary="Launch a judging run (admins), estimated first",
-    request=RunSerializer,
-    responses={
-        201: RunLaunchedSerializer,
-        400: ErrorSerializer,
-        403: ErrorSerializer,
-        409: ErrorSerializer,
-        503: OpenApiResponse(ErrorSerializer, description=QUEUE_DOWN),
-    },
-    description='Answers `{"job", "estimate"}`: the job as GET /api/jobs/{id}/ '
-    "shows it (watch, cancel and retry it there), and its estimate.",
-)
-@api_view(["POST"])
-def run_launch_view(request: Request) -> Response:
-    from judging.views_runs import run_launch
-    from llm.api import job_dict, refused
-    from llm.jobs import JobError
-
-    planned, refusal = _run_planned(request)
-    if refusal is not None:
-        return refusal
-    data, estimate = planned
-    try:
-        job = run_launch(user=request.user, what=data["what"], data=data)
-    except JobError as exc:
-        return refused(str(exc), "what", code=409)
-    job.refresh_from_db()  # a worker may have claimed items since the commit: one state shown
-    return rendered(RunLaunchedSerializer, {"job": job_dict(job), "estimate": estimate}, status=201)

@@ -9,9 +9,9 @@ from decimal import Decimal
 
 import pytest
 
-from judging import llm_batch, llm_jobs
 from judging.leaderboard import leaderboard
 from judging.models import EvaluatedModel, Judge, Response, Verdict
+from judging.runs import llm_batch, llm_jobs
 from judging.tests.conftest import make_question
 from judging.tests.test_llm_jobs import checked_text, verdicts_by_check
 from llm import jobs

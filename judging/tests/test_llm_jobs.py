@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from judging import llm_jobs
 from judging.leaderboard import leaderboard
 from judging.models import EvaluatedModel, Judge, Response, ResponseTierCount, Verdict
+from judging.runs import llm_jobs
 from judging.tests.conftest import add_checks, make_question
 from llm import jobs
 from llm.fencing import FENCE_NOTE, fenced_texts, outside_fences

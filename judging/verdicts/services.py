@@ -31,7 +31,7 @@ class JudgingError(ValueError):
     """A verdict that cannot be recorded as asked."""
 
 
-# What the judge's prompt shows, in the order the key takes them: judging/llm_jobs.py renders
+# What the judge's prompt shows, in the order the key takes them: judging/runs/llm_jobs.py renders
 # its template from exactly these values (a template asking for anything else is refused), so
 # whatever the judge sees is in the key. The photo is the image's stored file name (uploads
 # never overwrite a file, so a new photo is a new name); "" for a text-only response.

@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from annotation.models import FinalQuestion, Image, ImportBatch
 from judging.leaderboard import leaderboard
-from judging.llm_jobs import judge_template
 from judging.models import EvaluatedModel, Judge, Response
+from judging.runs.llm_jobs import judge_template
 from judging.verdicts.services import verdict_record
 from llm.fencing import fenced_texts
 from rubrics.hf_export import DATA_FILE, FENCING_SOURCE, content_hash_of

@@ -21,8 +21,8 @@ from django.views.decorators.http import require_GET, require_POST
 from annotation.models import FinalQuestion
 from core import access
 from core.errors import Unavailable
-from judging import llm_jobs
 from judging.models import EvaluatedModel, Judge, Setting
+from judging.runs import llm_jobs
 from llm.batch import BATCH_PRICE_FACTOR
 from llm.jobs import JobError
 from llm.launchers import parse_ids
@@ -224,7 +224,7 @@ def _bound(request: HttpRequest) -> tuple[str, _Scoped]:
 @access.role_required(access.ADMIN)
 @require_GET
 def runs_page(request: HttpRequest) -> HttpResponse:
-    return render(request, "judging/runs.html", _context())
+    return render(request, "judging/runs/runs.html", _context())
 
 
 @access.role_required(access.ADMIN)
@@ -251,8 +251,8 @@ def runs_estimate(request: HttpRequest) -> HttpResponse:
         except JobError as exc:
             est["error"] = str(exc)
     if request.htmx:
-        return render(request, "judging/runs.html#estimate", {"est": est})
-    return render(request, "judging/runs.html", _context({what: form}, est=est))
+        return render(request, "judging/runs/runs.html#estimate", {"est": est})
+    return render(request, "judging/runs/runs.html", _context({what: form}, est=est))
 
 
 @access.role_required(access.ADMIN)
@@ -260,7 +260,7 @@ def runs_estimate(request: HttpRequest) -> HttpResponse:
 def runs_launch(request: HttpRequest) -> HttpResponse:
     what, form = _bound(request)
     if not form.is_valid():
-        return render(request, "judging/runs.html", _context({what: form}), status=400)
+        return render(request, "judging/runs/runs.html", _context({what: form}), status=400)
     try:
         job = run_launch(user=request.user, what=what, data=form.cleaned_data)
     except JobError as exc:
@@ -268,7 +268,7 @@ def runs_launch(request: HttpRequest) -> HttpResponse:
         return redirect("judging_runs")
     except Unavailable as exc:
         messages.error(request, exc.message)
-        return render(request, "judging/runs.html", _context({what: form}), status=exc.status)
+        return render(request, "judging/runs/runs.html", _context({what: form}), status=exc.status)
     messages.success(request, f"Job {job.pk} launched with {job.items_total} item(s).")
     return redirect("job", job_id=job.pk)
 

@@ -17,7 +17,8 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 
-from judging.llm_jobs import (
+from judging.models import VerdictValue
+from judging.runs.llm_jobs import (
     JUDGE_BATCH,
     Given,
     JudgeReply,
@@ -27,7 +28,6 @@ from judging.llm_jobs import (
     _record_verdicts,
     judge_template,
 )
-from judging.models import VerdictValue
 from llm.batch import BatchRequest, batch_answer, batch_status, batch_submit, split_by_size
 from llm.gateway import CallResult, Gateway
 from llm.jobs import ItemDeferred, ItemFailed, ItemResult, current_item, register_kind
