@@ -118,7 +118,7 @@ def _rejudge(judge: Judge, setting: str, board) -> dict | None:
         "can_launch": judge.llm_model_id is not None,
     }
     if out["can_launch"]:
-        from judging.runs.views import run_estimate  # the judging console's own estimate
+        from judging.runs.services import run_estimate  # the judging console's own estimate
         from llm.jobs import JobError
 
         try:

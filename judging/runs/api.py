@@ -14,7 +14,7 @@ from rest_framework.response import Response
 
 from core.http import ErrorSerializer, rendered
 from judging.models import EvaluatedModel, Judge, Setting
-from judging.runs.views import question_ids, run_estimate, run_launch
+from judging.runs.services import question_ids, run_estimate, run_launch
 from llm.api import QUEUE_DOWN, JobSerializer, admins_only, job_dict, refused, validated
 from llm.jobs import JobError
 from llm.models import Provider
