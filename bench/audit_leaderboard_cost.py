@@ -34,7 +34,7 @@ from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from judging.leaderboard import leaderboard  # noqa: E402
+from judging.leaderboard.board import leaderboard  # noqa: E402
 from judging.models import Judge, Setting, SpotCheck, Verdict  # noqa: E402
 from judging.spot_checks import GRADES, audit_draw  # noqa: E402
 

@@ -5,7 +5,7 @@ both give the same scores.
 
 Run it on a database that bench/generate_judging_data.py filled. It measures:
 
-  leaderboard  judging.leaderboard.leaderboard() for every judge and both settings, as the
+  leaderboard  judging.leaderboard.board.leaderboard() for every judge and both settings, as the
                page computes them (audit=True): rows, tier scores, bootstrap intervals, the
                breakdowns by domain and popularity, the paired comparisons, and the scores
                corrected by the random human audit (PPI++, from the audited pairs only).
@@ -54,7 +54,7 @@ from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 from annotation.models import FinalQuestion  # noqa: E402
-from judging.leaderboard import Leaderboard, leaderboard  # noqa: E402
+from judging.leaderboard.board import Leaderboard, leaderboard  # noqa: E402
 from judging.models import (  # noqa: E402
     EvaluatedModel,
     Judge,

@@ -16,11 +16,10 @@ from annotation import (
     views_entities,
     views_training,
 )
-from judging import api as judging_api
-from judging import views as judging_views
-from judging import views_analysis as results_views
 from judging import views_checks as judging_checks
 from judging import views_spot as judging_spot
+from judging.leaderboard import api as leaderboard_api
+from judging.leaderboard import views as leaderboard_views
 from judging.runs import api as runs_api
 from judging.runs import views as runs_views
 from llm import api as llm_api
@@ -117,7 +116,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/retry/", llm_views.job_retry, name="job_retry"),
     path("jobs/<int:job_id>/items/<int:item_id>/", llm_views.job_item, name="job_item"),
     path("prompts/", llm_views.prompt_list, name="prompts"),
-    path("leaderboard/", judging_views.leaderboard_page, name="leaderboard"),
+    path("leaderboard/", leaderboard_views.leaderboard_page, name="leaderboard"),
     path("judging/runs/", runs_views.runs_page, name="judging_runs"),
     path("judging/runs/estimate/", runs_views.runs_estimate, name="judging_runs_estimate"),
     path("judging/runs/launch/", runs_views.runs_launch, name="judging_runs_launch"),
@@ -129,12 +128,12 @@ urlpatterns = [
     ),
     path("judging/spot-checks/results/", judging_spot.results_page, name="spot_check_results"),
     path("judging/spot-checks/quality/", judging_spot.quality_page, name="judge_quality"),
-    path("leaderboard/settings/", results_views.settings_page, name="results_settings"),
-    path("leaderboard/judges/", results_views.judges_page, name="results_judges"),
-    path("leaderboard/questions/", results_views.questions_page, name="results_questions"),
+    path("leaderboard/settings/", leaderboard_views.settings_page, name="results_settings"),
+    path("leaderboard/judges/", leaderboard_views.judges_page, name="results_judges"),
+    path("leaderboard/questions/", leaderboard_views.questions_page, name="results_questions"),
     path(
         "leaderboard/questions/<str:source_id>/",
-        results_views.question_page,
+        leaderboard_views.question_page,
         name="results_question",
     ),
     # API
@@ -173,20 +172,20 @@ urlpatterns = [
         "api/audits/rounds/<int:audit_id>/", api_training.round_audit_give, name="api_round_audit"
     ),
     path("api/benchmark/export/", rubrics_api.benchmark_export, name="api_benchmark_export"),
-    path("api/leaderboard/", judging_api.leaderboard_detail, name="api_leaderboard"),
-    path("api/checks/flagged/", judging_api.flagged_checks, name="api_flagged_checks"),
+    path("api/leaderboard/", leaderboard_api.leaderboard_detail, name="api_leaderboard"),
+    path("api/checks/flagged/", leaderboard_api.flagged_checks, name="api_flagged_checks"),
     path(
         "api/spot-checks/agreement/",
-        judging_api.spot_check_agreement,
+        leaderboard_api.spot_check_agreement,
         name="api_spot_check_agreement",
     ),
-    path("api/spot-checks/audit/", judging_api.audit_detail, name="api_audit"),
-    path("api/spot-checks/quality/", judging_api.quality_detail, name="api_judge_quality"),
-    path("api/leaderboard/settings/", judging_api.settings_detail, name="api_results_settings"),
-    path("api/leaderboard/judges/", judging_api.judges_detail, name="api_results_judges"),
+    path("api/spot-checks/audit/", leaderboard_api.audit_detail, name="api_audit"),
+    path("api/spot-checks/quality/", leaderboard_api.quality_detail, name="api_judge_quality"),
+    path("api/leaderboard/settings/", leaderboard_api.settings_detail, name="api_results_settings"),
+    path("api/leaderboard/judges/", leaderboard_api.judges_detail, name="api_results_judges"),
     path(
         "api/leaderboard/questions/<str:source_id>/",
-        judging_api.question_detail,
+        leaderboard_api.question_detail,
         name="api_results_question",
     ),
     path("api/jobs/", llm_api.job_list, name="api_jobs"),

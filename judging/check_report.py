@@ -8,7 +8,7 @@ from django.db.models import F
 from django.urls import reverse
 
 from judging.check_info import check_information, rest_scores
-from judging.leaderboard import leaderboard
+from judging.leaderboard.board import leaderboard
 from judging.models import EvaluatedModel, Judge, Verdict
 from judging.verdicts.services import scoring_settings
 from rubrics.models import RubricCheck

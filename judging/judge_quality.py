@@ -31,8 +31,8 @@ import numpy as np
 from django.db.models import Q
 from sklearn.metrics import cohen_kappa_score, f1_score, precision_recall_fscore_support
 
+from judging.leaderboard.ppi import VERDICT_INDEX, from_counts, rectifier_spread
 from judging.models import Judge, ResponseTierCount, SpotCheck, Verdict, VerdictValue
-from judging.ppi import VERDICT_INDEX, from_counts, rectifier_spread
 from judging.spot_checks import GRADES
 from judging.verdicts.scoring import TIERS, ScoringSettings
 

@@ -15,8 +15,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from core import access
 from judging import judge_quality as quality
 from judging.csv_export import csv_response
+from judging.leaderboard.ppi import predicted_width
 from judging.models import Response, SpotCheck, VerdictValue
-from judging.ppi import predicted_width
 from judging.spot_checks import (
     GRADES,
     SpotCheckError,

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from judging import judge_quality as quality
 from judging.judge_quality import judge_quality, measures
-from judging.leaderboard import EXPORT_COLUMNS, leaderboard
+from judging.leaderboard.board import EXPORT_COLUMNS, leaderboard
 from judging.models import Judge, SpotCheck
 from judging.spot_checks import (
     SpotCheckError,

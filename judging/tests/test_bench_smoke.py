@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from judging.leaderboard import _response_scores, leaderboard
+from judging.leaderboard.board import _response_scores, leaderboard
 from judging.models import Judge, Response, ResponseTierCount, Verdict
 from judging.tests.conftest import final_checks, make_question
 from judging.verdicts.scoring import TIERS, ScoringSettings, Unscorable, response_score

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from judging.comparisons import holm, minimum_detectable_difference, paired, pairwise
+from judging.leaderboard.comparisons import holm, minimum_detectable_difference, paired, pairwise
 
 nan = float("nan")
 
@@ -107,7 +107,7 @@ def three_models(judge, respond):
 
 
 def test_the_board_compares_every_pair_and_marks_ties(judge, three_models):
-    from judging.leaderboard import leaderboard
+    from judging.leaderboard.board import leaderboard
 
     board = leaderboard(judge=judge, setting="multimodal")
     assert [r.model for r in board.rows][0] == "model-a"
@@ -151,7 +151,7 @@ def test_the_page_json_csv_and_api_show_the_comparisons(client, root, judge, thr
 
 
 def test_the_cost_of_visual_identification_as_a_paired_difference(judge, three_models):
-    from judging.reports import settings_report
+    from judging.leaderboard.reports import settings_report
 
     row = next(r for r in settings_report(judge)["rows"] if r["model"] == "model-a")
     # Multimodal: every question 1. Text-only: one check of two met, alternating which:

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from judging.leaderboard import leaderboard
+from judging.leaderboard.board import leaderboard
 from judging.models import EvaluatedModel, Judge, Response, Verdict
 from judging.runs import llm_batch, llm_jobs
 from judging.tests.conftest import make_question

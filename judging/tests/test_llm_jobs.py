@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from judging.leaderboard import leaderboard
+from judging.leaderboard.board import leaderboard
 from judging.models import EvaluatedModel, Judge, Response, ResponseTierCount, Verdict
 from judging.runs import llm_jobs
 from judging.tests.conftest import add_checks, make_question

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from judging.leaderboard import bootstrap_interval, bootstrap_intervals, leaderboard
+from judging.leaderboard.board import bootstrap_interval, bootstrap_intervals, leaderboard
 from judging.models import Judge, ResponseTierCount, Verdict
 from judging.tests.conftest import add_checks, final_checks, make_question
 from judging.verdicts.services import (

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from annotation.models import FinalQuestion, Image, ImportBatch
-from judging.leaderboard import leaderboard
+from judging.leaderboard.board import leaderboard
 from judging.models import EvaluatedModel, Judge, Response
 from judging.runs.llm_jobs import judge_template
 from judging.verdicts.services import verdict_record

@@ -1,6 +1,7 @@
-"""The analysis pages beside the leaderboard, for admins: multimodal against text-only, judges
-compared, and one question's responses and verdicts. Each has `?format=csv|json` exports; the
-JSON is the API's (judging/api.py), built once in judging/reports.py."""
+"""The result pages, for admins: the leaderboard, and the analyses beside it (multimodal against
+text-only, judges compared, and one question's responses and verdicts). Each has
+`?format=csv|json` exports; the analyses' JSON is the API's (judging/leaderboard/api.py), built
+once in judging/leaderboard/reports.py."""
 
 from __future__ import annotations
 
@@ -13,12 +14,136 @@ from django.shortcuts import render
 
 from annotation.models import FinalQuestion
 from core import access
-from judging import reports
-from judging.analysis import LABELS
 from judging.csv_export import csv_response
+from judging.leaderboard import reports
+from judging.leaderboard.analysis import LABELS
+from judging.leaderboard.board import COMPARISON_COLUMNS, EXPORT_COLUMNS, board_as_dict, leaderboard
 from judging.models import Judge, Setting
+from judging.verdicts.services import scoring_settings
 
 QUESTIONS_PER_PAGE = 100
+
+
+def _chart(value: float | None) -> dict:
+    """A Gamut x100 in [-100, 100] as a bar from the middle of a 0..100 track."""
+    if value is None:
+        return {"bar": 0, "negative": False}
+    return {"bar": round(abs(value) / 2), "negative": value < 0}
+
+
+def _matrix(board) -> list[dict]:
+    """The significance grid: a row per model (ranked), a cell per other model with the
+    paired difference (row minus column), shaded by its size when Holm-significant."""
+    by_pair = {}
+    for pair in board.comparisons:
+        by_pair[(pair.a, pair.b)] = (pair, 1)
+        by_pair[(pair.b, pair.a)] = (pair, -1)
+    grid = []
+    for row in board.rows:
+        cells = []
+        for column in board.rows:
+            if column.model == row.model:
+                cells.append({"self": True})
+                continue
+            pair, sign = by_pair[(row.model, column.model)]
+            difference = None if pair.difference is None else sign * pair.difference
+            if difference is None or not pair.significant:
+                shade = "same"
+            else:
+                shade = ("better" if difference > 0 else "worse") + (
+                    "-strong" if abs(difference) >= 10 else ""
+                )
+            cells.append(
+                {"difference": difference, "p": pair.p_holm, "shade": shade, "model": column.model}
+            )
+        grid.append({"model": row.model, "cells": cells})
+    return grid
+
+
+@access.role_required(access.ADMIN)
+def leaderboard_page(request: HttpRequest) -> HttpResponse:
+    judges = list(Judge.objects.order_by("name"))
+    judge = next(
+        (j for j in judges if j.name == request.GET.get("judge")), judges[0] if judges else None
+    )
+    setting = request.GET.get("setting", Setting.MULTIMODAL)
+    if setting not in Setting.values:
+        setting = Setting.MULTIMODAL
+    scoring = scoring_settings()
+    board = (
+        leaderboard(judge=judge, setting=setting, settings=scoring, audit=True) if judge else None
+    )
+    export = request.GET.get("format")
+    if export in ("csv", "json") and board is None:
+        return HttpResponse("No judge yet.", status=404, content_type="text/plain")
+    if export == "json":
+        return JsonResponse(board_as_dict(board))
+    if export == "csv":
+        table = request.GET.get("table", "rows")
+        if table not in ("rows", "comparisons"):
+            return HttpResponse(
+                "table must be rows or comparisons", status=400, content_type="text/plain"
+            )
+        if table == "comparisons":
+            return csv_response(
+                f"leaderboard-{board.judge}-{board.setting}-comparisons",
+                COMPARISON_COLUMNS,
+                [pair.as_dict() for pair in board.comparisons],
+            )
+        return csv_response(
+            f"leaderboard-{board.judge}-{board.setting}",
+            EXPORT_COLUMNS,
+            [row.as_dict() for row in board.rows],
+        )
+    if board:
+        for row in board.rows:
+            row.chart = _chart(row.gamut)
+            if row.low is not None:
+                row.chart["ci_low"] = round(50 + row.low / 2, 1)
+                row.chart["ci_high"] = round(50 + row.high / 2, 1)
+    return render(
+        request,
+        "judging/leaderboard/leaderboard.html",
+        {
+            "matrix": _matrix(board) if board else [],
+            "judges": judges,
+            "judge": judge,
+            "setting": setting,
+            "settings": Setting.choices,
+            "board": board,
+            "scoring": scoring,
+            "rejudge": _rejudge(judge, setting, board) if board else None,
+        },
+    )
+
+
+def _rejudge(judge: Judge, setting: str, board) -> dict | None:
+    """After a rubric round the responses wait for verdicts on the new final versions, and the
+    board shows them as pending: say so, and offer the judging job with its estimate here."""
+    pending = sum(row.pending for row in board.rows)
+    if not pending:
+        return None
+    out: dict = {
+        "pending": pending,
+        "estimate": None,
+        "error": "",
+        "can_launch": judge.llm_model_id is not None,
+    }
+    if out["can_launch"]:
+        from judging.runs.services import run_estimate  # the judging console's own estimate
+        from llm.jobs import JobError
+
+        try:
+            out["estimate"] = run_estimate(
+                "judge",
+                {"judge": judge, "models": [], "settings": [setting], "ids": None, "batch": False},
+            )
+        except JobError as exc:
+            out["error"] = str(exc)
+    return out
+
+
+# --- the analyses beside the leaderboard -----------------------------------------------------
 
 
 def _pick(judges: list[Judge], name: str | None, default: Judge | None) -> Judge | None:
@@ -50,7 +175,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     if judge is None:
         if export in ("csv", "json"):
             return _no_judge()
-        return render(request, "judging/settings.html", {"judges": judges})
+        return render(request, "judging/leaderboard/settings.html", {"judges": judges})
     report = reports.settings_report(judge)
     if export == "json":
         return JsonResponse(report)
@@ -60,7 +185,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         row["bars"] = [(label, _bar(row[value])) for value, label in Setting.choices]
     return render(
         request,
-        "judging/settings.html",
+        "judging/leaderboard/settings.html",
         {
             "judges": judges,
             "judge": judge,
@@ -106,7 +231,7 @@ def judges_page(request: HttpRequest) -> HttpResponse:
         ]
     return render(
         request,
-        "judging/judges.html",
+        "judging/leaderboard/judges.html",
         {
             "judges": judges,
             "setting": setting,
@@ -146,7 +271,7 @@ def questions_page(request: HttpRequest) -> HttpResponse:
             | Q(text__icontains=query)
         )
     page = Paginator(questions, QUESTIONS_PER_PAGE).get_page(request.GET.get("page"))
-    return render(request, "judging/questions.html", {"page": page, "query": query})
+    return render(request, "judging/leaderboard/questions.html", {"page": page, "query": query})
 
 
 @access.role_required(access.ADMIN)
@@ -188,7 +313,7 @@ def question_page(request: HttpRequest, source_id: str) -> HttpResponse:
         response["score_list"] = [(j, response["scores"][j]) for j in report["judges"]]
     return render(
         request,
-        "judging/question.html",
+        "judging/leaderboard/question.html",
         {
             "report": report,
             "question": question,

@@ -1,6 +1,6 @@
 """The results API (admins, read-only): the same JSON as the result pages' `?format=json`.
 
-Views are thin: check the role, read the parameters, call judging/reports.py (or the
+Views are thin: check the role, read the parameters, call reports.py (or the
 leaderboard), answer. A parameter naming an unknown judge or setting is a 400 naming the field;
 left out, it takes the page's default (the first judge by name, multimodal)."""
 
@@ -17,11 +17,11 @@ from annotation.models import FinalQuestion
 from core import access
 from core.errors import InvalidInput, NotFound
 from core.http import ErrorSerializer, rendered
-from judging import reports
-from judging.analysis import LABELS
 from judging.check_report import check_report
 from judging.judge_quality import SOURCES, judge_quality
-from judging.leaderboard import board_as_dict, leaderboard
+from judging.leaderboard import reports
+from judging.leaderboard.analysis import LABELS
+from judging.leaderboard.board import board_as_dict, leaderboard
 from judging.models import Judge, Setting
 from judging.spot_checks import judge_agreement, spot_check_progress
 from judging.verdicts.scoring import TIERS

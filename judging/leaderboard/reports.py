@@ -2,8 +2,8 @@
 
 Each report is a plain dict, the exact JSON that the page's `?format=json` and the API answer
 (scores x100, rounded to 4 decimals); `*_COLUMNS` name the CSV columns of its tables. Scores come
-from `judging.leaderboard` (one call per judge and setting, a constant number of queries each),
-the figures from `judging.analysis` (pure), the verdicts by SQL.
+from `board.leaderboard` (one call per judge and setting, a constant number of queries each),
+the figures from `analysis` (pure), the verdicts by SQL.
 
   settings_report(judge)                      multimodal against text-only, per model
   judges_report(setting, judge_a, judge_b)    judges compared (scores, leniency, rankings,
@@ -21,9 +21,9 @@ from django.db.models import Count, F, FilteredRelation, Q
 from django.urls import reverse
 
 from annotation.models import FinalQuestion
-from judging import analysis
-from judging.comparisons import Paired, paired
-from judging.leaderboard import leaderboard
+from judging.leaderboard import analysis
+from judging.leaderboard.board import leaderboard
+from judging.leaderboard.comparisons import Paired, paired
 from judging.models import EvaluatedModel, Judge, Response, Setting, Verdict, VerdictValue
 from judging.verdicts.scoring import VERDICTS, ScoringError, ScoringSettings, response_score
 from judging.verdicts.services import scoring_settings

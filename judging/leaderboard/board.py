@@ -23,7 +23,7 @@ Per model, over the final questions that are not dropped:
            every model's resamples draw the same questions, see `bootstrap_intervals`)
 
 With `audit=True` (the page and the API) each row also carries its scores corrected by the
-random human audit (judging/ppi.py), from two more queries over the audited pairs only.
+random human audit (ppi.py), from two more queries over the audited pairs only.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from django.db import connections
 from django.db.models import Case, Count, IntegerField, OuterRef, Subquery, Value, When
 
 from annotation.models import FinalQuestion
-from judging import ppi
-from judging.comparisons import Paired, minimum_detectable_difference, pairwise
+from judging.leaderboard import ppi
+from judging.leaderboard.comparisons import Paired, minimum_detectable_difference, pairwise
 from judging.models import (
     EvaluatedModel,
     Judge,

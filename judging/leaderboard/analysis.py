@@ -1,7 +1,7 @@
 """The analyses behind the result pages: settings against each other, judges against each other.
 
 Pure Python, no Django import, like judging/verdicts/scoring.py: the views read the scores
-(Gamut x100 per model, from `judging.leaderboard`) and the verdict pairs, and everything computed
+(Gamut x100 per model, from `board.leaderboard`) and the verdict pairs, and everything computed
 from them is here, typed and tested without a database.
 
 Entry points
