@@ -17,11 +17,12 @@ from annotation import (
     views_training,
 )
 from judging import views_checks as judging_checks
-from judging import views_spot as judging_spot
 from judging.leaderboard import api as leaderboard_api
 from judging.leaderboard import views as leaderboard_views
 from judging.runs import api as runs_api
 from judging.runs import views as runs_views
+from judging.spot_checks import api as spot_checks_api
+from judging.spot_checks import views as spot_checks_views
 from llm import api as llm_api
 from llm import views as llm_views
 from rubrics import api as rubrics_api
@@ -120,14 +121,14 @@ urlpatterns = [
     path("judging/runs/", runs_views.runs_page, name="judging_runs"),
     path("judging/runs/estimate/", runs_views.runs_estimate, name="judging_runs_estimate"),
     path("judging/runs/launch/", runs_views.runs_launch, name="judging_runs_launch"),
-    path("judging/spot-checks/", judging_spot.grade_page, name="spot_checks"),
+    path("judging/spot-checks/", spot_checks_views.grade_page, name="spot_checks"),
     path(
         "judging/spot-checks/<int:spot_check_id>/",
-        judging_spot.grade_submit,
+        spot_checks_views.grade_submit,
         name="spot_check_grade",
     ),
-    path("judging/spot-checks/results/", judging_spot.results_page, name="spot_check_results"),
-    path("judging/spot-checks/quality/", judging_spot.quality_page, name="judge_quality"),
+    path("judging/spot-checks/results/", spot_checks_views.results_page, name="spot_check_results"),
+    path("judging/spot-checks/quality/", spot_checks_views.quality_page, name="judge_quality"),
     path("leaderboard/settings/", leaderboard_views.settings_page, name="results_settings"),
     path("leaderboard/judges/", leaderboard_views.judges_page, name="results_judges"),
     path("leaderboard/questions/", leaderboard_views.questions_page, name="results_questions"),
@@ -176,11 +177,11 @@ urlpatterns = [
     path("api/checks/flagged/", leaderboard_api.flagged_checks, name="api_flagged_checks"),
     path(
         "api/spot-checks/agreement/",
-        leaderboard_api.spot_check_agreement,
+        spot_checks_api.spot_check_agreement,
         name="api_spot_check_agreement",
     ),
-    path("api/spot-checks/audit/", leaderboard_api.audit_detail, name="api_audit"),
-    path("api/spot-checks/quality/", leaderboard_api.quality_detail, name="api_judge_quality"),
+    path("api/spot-checks/audit/", spot_checks_api.audit_detail, name="api_audit"),
+    path("api/spot-checks/quality/", spot_checks_api.quality_detail, name="api_judge_quality"),
     path("api/leaderboard/settings/", leaderboard_api.settings_detail, name="api_results_settings"),
     path("api/leaderboard/judges/", leaderboard_api.judges_detail, name="api_results_judges"),
     path(

@@ -18,15 +18,12 @@ from core import access
 from core.errors import InvalidInput, NotFound
 from core.http import ErrorSerializer, rendered
 from judging.check_report import check_report
-from judging.judge_quality import SOURCES, judge_quality
 from judging.leaderboard import reports
 from judging.leaderboard.analysis import LABELS
 from judging.leaderboard.board import board_as_dict, leaderboard
 from judging.models import Judge, Setting
-from judging.spot_checks import judge_agreement, spot_check_progress
 from judging.verdicts.scoring import TIERS
 from judging.verdicts.services import scoring_settings
-from judging.views_spot import audit_report
 
 # --- the shapes, for the OpenAPI schema ------------------------------------------------------
 
@@ -250,6 +247,8 @@ class QuestionReportSerializer(serializers.Serializer):
 
 # --- the endpoints ---------------------------------------------------------------------------
 
+# The parameters, refusals and role check below are shared by the whole results API: the spot
+# checks' (judging/spot_checks/api.py) and the flagged checks' (judging/checks/api.py) too.
 JUDGE = OpenApiParameter(
     "judge", OpenApiTypes.STR, description="a judge's name; default: the first by name"
 )
@@ -263,7 +262,7 @@ ERRORS = dict.fromkeys((400, 401, 403, 404), ErrorSerializer)
 # error body.
 
 
-_ADMINS = access.role_required(access.ADMIN, message="Only admins read the results.")
+ADMINS = access.role_required(access.ADMIN, message="Only admins read the results.")
 
 
 def _named_judge(request: Request, param: str) -> Judge | None:
@@ -277,14 +276,16 @@ def _named_judge(request: Request, param: str) -> Judge | None:
         raise InvalidInput(f"unknown judge {name!r}", param) from exc
 
 
-def _judge(request: Request) -> Judge:
+def requested_judge(request: Request) -> Judge:
+    """The judge `?judge=` names, else the first by name; 404 when there is none."""
     judge = _named_judge(request, "judge") or Judge.objects.order_by("name").first()
     if judge is None:
         raise NotFound("No judge yet.")
     return judge
 
 
-def _setting(request: Request) -> str:
+def requested_setting(request: Request) -> str:
+    """`?setting=`, multimodal when left out; 400 for another value."""
     setting = request.query_params.get("setting", Setting.MULTIMODAL)
     if setting not in Setting.values:
         raise InvalidInput(f"setting must be one of {', '.join(Setting.values)}", "setting")
@@ -301,10 +302,10 @@ def _answer(serializer: type[serializers.Serializer], build) -> Response:
     responses={200: LeaderboardSerializer, **ERRORS},
 )
 @api_view(["GET"])
-@_ADMINS
+@ADMINS
 def leaderboard_detail(request: Request) -> Response:
     def build() -> dict:
-        judge, setting = _judge(request), _setting(request)
+        judge, setting = requested_judge(request), requested_setting(request)
         return board_as_dict(
             leaderboard(judge=judge, setting=setting, settings=scoring_settings(), audit=True)
         )
@@ -318,10 +319,10 @@ def leaderboard_detail(request: Request) -> Response:
     responses={200: SettingsReportSerializer, **ERRORS},
 )
 @api_view(["GET"])
-@_ADMINS
+@ADMINS
 def settings_detail(request: Request) -> Response:
     def build() -> dict:
-        return reports.settings_report(_judge(request))
+        return reports.settings_report(requested_judge(request))
 
     return _answer(SettingsReportSerializer, build)
 
@@ -339,10 +340,10 @@ def settings_detail(request: Request) -> Response:
     responses={200: JudgesReportSerializer, **ERRORS},
 )
 @api_view(["GET"])
-@_ADMINS
+@ADMINS
 def judges_detail(request: Request) -> Response:
     def build() -> dict:
-        setting = _setting(request)
+        setting = requested_setting(request)
         judges = list(Judge.objects.order_by("name"))
         if not judges:
             raise NotFound("No judge yet.")
@@ -358,7 +359,7 @@ def judges_detail(request: Request) -> Response:
     responses={200: QuestionReportSerializer, **ERRORS},
 )
 @api_view(["GET"])
-@_ADMINS
+@ADMINS
 def question_detail(request: Request, source_id: str) -> Response:
     def build() -> dict:
         try:
@@ -370,154 +371,6 @@ def question_detail(request: Request, source_id: str) -> Response:
         )
 
     return _answer(QuestionReportSerializer, build)
-
-
-class AgreementRowSerializer(serializers.Serializer):
-    judge = serializers.CharField()
-    graded = serializers.IntegerField(help_text="graded spot checks this judge gave a verdict on")
-    exact = serializers.IntegerField(help_text="same verdict as the person")
-    exact_rate = serializers.FloatField(allow_null=True)
-    same_side = serializers.IntegerField(
-        help_text="same side: meets or partially meets against missing or contradicts"
-    )
-    same_side_rate = serializers.FloatField(allow_null=True)
-
-
-class SpotProgressSerializer(serializers.Serializer):
-    total = serializers.IntegerField()
-    graded = serializers.IntegerField()
-    left = serializers.IntegerField()
-
-
-class AuditWidthSerializer(serializers.Serializer):
-    pairs = serializers.IntegerField(help_text="audit sample size (pairs)")
-    per_board = serializers.FloatField(allow_null=True, help_text="pairs per model and setting")
-    width = serializers.FloatField(
-        allow_null=True, help_text="predicted 95% interval width of a corrected Gamut x100"
-    )
-
-
-class AuditProgressSerializer(serializers.Serializer):
-    pairs = serializers.IntegerField(help_text="pairs in the audit")
-    graded = serializers.IntegerField(help_text="graded at least once")
-    double = serializers.IntegerField(help_text="to be graded by two people")
-    graded_twice = serializers.IntegerField()
-
-
-class AuditSerializer(serializers.Serializer):
-    progress = AuditProgressSerializer()
-    boards = serializers.IntegerField(help_text="(model, setting) pairs with responses")
-    spread_from = serializers.CharField(
-        allow_null=True, help_text="audit, or all spot checks while the audit has no grade"
-    )
-    spread = serializers.FloatField(
-        allow_null=True, help_text="variance of people's minus the judge's credit per pair"
-    )
-    widths = AuditWidthSerializer(many=True)
-
-
-class AgreementSerializer(serializers.Serializer):
-    agreement = AgreementRowSerializer(many=True)
-    progress = SpotProgressSerializer()
-    audit = AuditSerializer(help_text="the random audit: progress and predicted widths")
-
-
-@extend_schema(
-    summary="Each judge's agreement with people's spot checks (admins)",
-    responses={200: AgreementSerializer, **ERRORS},
-)
-@api_view(["GET"])
-@_ADMINS
-def spot_check_agreement(request: Request) -> Response:
-    def build() -> dict:
-        return {
-            "agreement": [row.as_dict() for row in judge_agreement()],
-            "progress": spot_check_progress(),
-            "audit": audit_report(),
-        }
-
-    return _answer(AgreementSerializer, build)
-
-
-@extend_schema(
-    summary="The random human audit: progress and predicted interval widths (admins)",
-    responses={200: AuditSerializer, **ERRORS},
-)
-@api_view(["GET"])
-@_ADMINS
-def audit_detail(request: Request) -> Response:
-    return _answer(AuditSerializer, audit_report)
-
-
-class VerdictMeasureSerializer(serializers.Serializer):
-    precision = serializers.FloatField(allow_null=True)
-    recall = serializers.FloatField(allow_null=True)
-    f1 = serializers.FloatField(allow_null=True)
-    support = serializers.IntegerField(help_text="pairs people gave this verdict")
-
-
-class QualityGroupSerializer(serializers.Serializer):
-    by = serializers.ChoiceField(choices=["all", "tier", "domain", "stage"])
-    value = serializers.CharField()
-    pairs = serializers.IntegerField()
-    exact = serializers.IntegerField()
-    kappa = serializers.FloatField(allow_null=True, help_text="Cohen's kappa")
-    macro_f1 = serializers.FloatField(allow_null=True)
-    verdicts = serializers.DictField(
-        child=VerdictMeasureSerializer(), help_text="per verdict, people's verdict as the truth"
-    )
-
-
-class CalibrationSerializer(serializers.Serializer):
-    verdict = serializers.CharField()
-    given = serializers.IntegerField(help_text="times the judge gave it on graded pairs")
-    confirmed = serializers.IntegerField(help_text="times people gave it too")
-    rate = serializers.FloatField(allow_null=True)
-    people = serializers.DictField(child=serializers.IntegerField())
-
-
-class CeilingSerializer(serializers.Serializer):
-    double_pairs = serializers.IntegerField()
-    judge_kappa = serializers.FloatField(allow_null=True, help_text="mean with the two people")
-    people_kappa = serializers.FloatField(allow_null=True)
-    as_good_as_a_second_person = serializers.BooleanField(allow_null=True)
-
-
-class JudgeQualitySerializer(serializers.Serializer):
-    judge = serializers.CharField()
-    groups = QualityGroupSerializer(many=True)
-    calibration = CalibrationSerializer(many=True)
-    ceiling = CeilingSerializer()
-
-
-class QualitySerializer(serializers.Serializer):
-    source = serializers.ChoiceField(choices=["all", "audit", "disagreement"])
-    labels = serializers.IntegerField()
-    double = serializers.IntegerField()
-    min_double = serializers.IntegerField()
-    people = QualityGroupSerializer(many=True, help_text="second person against the first")
-    judges = JudgeQualitySerializer(many=True)
-
-
-@extend_schema(
-    summary="Each judge measured against people, beside people against each other (admins)",
-    parameters=[
-        OpenApiParameter(
-            "source",
-            OpenApiTypes.STR,
-            enum=["all", "audit", "disagreement"],
-            description="which spot checks are the labels; default: all",
-        )
-    ],
-    responses={200: QualitySerializer, **ERRORS},
-)
-@api_view(["GET"])
-@_ADMINS
-def quality_detail(request: Request) -> Response:
-    source = request.query_params.get("source", "all")
-    if source not in SOURCES:
-        raise InvalidInput(f"source must be one of {', '.join(SOURCES)}", "source")
-    return _answer(QualitySerializer, lambda: judge_quality(source))
 
 
 class FlaggedCheckSerializer(serializers.Serializer):
@@ -561,4 +414,6 @@ class FlaggedChecksSerializer(serializers.Serializer):
     message="Only rubric revisers and admins read the flagged checks.",
 )
 def flagged_checks(request: Request) -> Response:
-    return rendered(FlaggedChecksSerializer, check_report(_judge(request), _setting(request)))
+    return rendered(
+        FlaggedChecksSerializer, check_report(requested_judge(request), requested_setting(request))
+    )

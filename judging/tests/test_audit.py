@@ -12,11 +12,11 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from judging import judge_quality as quality
-from judging.judge_quality import judge_quality, measures
 from judging.leaderboard.board import EXPORT_COLUMNS, leaderboard
 from judging.models import Judge, SpotCheck
-from judging.spot_checks import (
+from judging.spot_checks import judge_quality as quality
+from judging.spot_checks.judge_quality import judge_quality, measures
+from judging.spot_checks.services import (
     SpotCheckError,
     allocate,
     audit_draw,

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from judging.models import Judge, ScoringConfig, SpotCheck
-from judging.spot_checks import (
+from judging.spot_checks.services import (
     SpotCheckError,
     disagreements,
     judge_agreement,

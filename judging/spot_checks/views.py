@@ -13,11 +13,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from core import access
-from judging import judge_quality as quality
 from judging.csv_export import csv_response
 from judging.leaderboard.ppi import predicted_width
 from judging.models import Response, SpotCheck, VerdictValue
-from judging.spot_checks import (
+from judging.spot_checks import judge_quality as quality
+from judging.spot_checks.services import (
     GRADES,
     SpotCheckError,
     audit_draw,
@@ -63,13 +63,13 @@ def grade_page(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         spot = spot_check_held(user=request.user)
         context = _grade_context(spot, claim_on_load=spot is None)
-        return render(request, "judging/spot_grade.html", context)
+        return render(request, "judging/spot_checks/grade.html", context)
     spot = spot_check_claim(user=request.user)
     if request.htmx:
-        return render(request, "judging/spot_grade.html#panel", _grade_context(spot))
+        return render(request, "judging/spot_checks/grade.html#panel", _grade_context(spot))
     if spot is not None:
         return redirect("spot_checks")
-    return render(request, "judging/spot_grade.html", _grade_context(None))  # none left
+    return render(request, "judging/spot_checks/grade.html", _grade_context(None))  # none left
 
 
 @access.role_required(access.RUBRIC_REVISER, access.ADMIN)
@@ -124,7 +124,7 @@ def results_page(request: HttpRequest) -> HttpResponse:
         return csv_response("judge-agreement", EXPORT_COLUMNS, rows)
     return render(
         request,
-        "judging/spot_results.html",
+        "judging/spot_checks/results.html",
         {
             "rows": rows,
             "progress": spot_check_progress(),
@@ -202,7 +202,7 @@ def quality_page(request: HttpRequest) -> HttpResponse:
     people = next((g for g in report["people"] if g["by"] == "all"), None)
     return render(
         request,
-        "judging/spot_quality.html",
+        "judging/spot_checks/quality.html",
         {
             "report": report,
             "source": source,

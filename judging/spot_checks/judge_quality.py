@@ -33,7 +33,7 @@ from sklearn.metrics import cohen_kappa_score, f1_score, precision_recall_fscore
 
 from judging.leaderboard.ppi import VERDICT_INDEX, from_counts, rectifier_spread
 from judging.models import Judge, ResponseTierCount, SpotCheck, Verdict, VerdictValue
-from judging.spot_checks import GRADES
+from judging.spot_checks.services import GRADES
 from judging.verdicts.scoring import TIERS, ScoringSettings
 
 SOURCES = ("all", "audit", "disagreement")
