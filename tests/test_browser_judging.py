@@ -63,7 +63,7 @@ def test_an_audit_pair_is_graded_twice_with_the_keyboard_by_two_people(
     """The random audit on the same page and keys: dave grades an audit pair that is to be
     graded twice; root, the second grader, is told so, sees neither the judge's verdict nor
     dave's grade or note, and grades it with the keyboard too."""
-    from judging.spot_checks.services import audit_draw
+    from judging.spot_checks.audit import audit_draw
 
     judge = Judge.objects.create(name="judge-a")
     model = EvaluatedModel.objects.create(name="model-a")

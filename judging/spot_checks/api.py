@@ -14,9 +14,9 @@ from rest_framework.response import Response
 from core.errors import InvalidInput
 from core.http import rendered
 from judging.leaderboard.api import ADMINS, ERRORS
+from judging.spot_checks.audit import audit_report
 from judging.spot_checks.judge_quality import SOURCES, judge_quality
 from judging.spot_checks.services import judge_agreement, spot_check_progress
-from judging.spot_checks.views import audit_report
 
 
 class AgreementRowSerializer(serializers.Serializer):

@@ -4,8 +4,6 @@ measured against people. Graders never see the judges' verdicts, nor a first gra
 
 from __future__ import annotations
 
-import math
-
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -14,14 +12,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from core import access
 from judging.csv_export import csv_response
-from judging.leaderboard.ppi import predicted_width
-from judging.models import Response, SpotCheck, VerdictValue
+from judging.models import SpotCheck, VerdictValue
 from judging.spot_checks import judge_quality as quality
+from judging.spot_checks.audit import audit_draw, audit_report
 from judging.spot_checks.services import (
     GRADES,
     SpotCheckError,
-    audit_draw,
-    audit_progress,
     judge_agreement,
     spot_check_claim,
     spot_check_grade,
@@ -30,12 +26,10 @@ from judging.spot_checks.services import (
     spot_check_view,
     spot_checks_draw,
 )
-from judging.verdicts.services import scoring_settings
 
 EXPORT_COLUMNS = ["judge", "graded", "exact", "exact_rate", "same_side", "same_side_rate"]
 MAX_DRAW = 5_000
 MAX_AUDIT = 20_000
-AUDIT_SIZES = (200, 500, 1_000, 2_000, 5_000)
 
 
 def _grade_context(spot: SpotCheck | None, *, claim_on_load: bool = False) -> dict:
@@ -157,27 +151,6 @@ def _audit_draw(request: HttpRequest) -> HttpResponse:
             + ("" if drawn == count else f": only {drawn} pair(s) were left to audit"),
         )
     return redirect("spot_check_results")
-
-
-def audit_report() -> dict:
-    """The audit's progress and the 95% interval width of a corrected Gamut score that each
-    sample size should give, from the judges' agreement with people seen so far."""
-    spread, source, _ = quality.audit_spread(scoring_settings())
-    boards = Response.objects.values("model_id", "setting").distinct().count()
-    return {
-        "progress": audit_progress(),
-        "boards": boards,
-        "spread_from": source or None,
-        "spread": None if math.isnan(spread) else spread,  # nan: nothing graded yet
-        "widths": [
-            {
-                "pairs": n,
-                "per_board": n / boards if boards else None,
-                "width": predicted_width(spread, n / boards) if boards else None,
-            }
-            for n in AUDIT_SIZES
-        ],
-    }
 
 
 @access.role_required(access.ADMIN)

@@ -15,12 +15,10 @@ from rest_framework.test import APIClient
 from judging.leaderboard.board import EXPORT_COLUMNS, leaderboard
 from judging.models import Judge, SpotCheck
 from judging.spot_checks import judge_quality as quality
+from judging.spot_checks.audit import allocate, audit_draw, audit_progress
 from judging.spot_checks.judge_quality import judge_quality, measures
 from judging.spot_checks.services import (
     SpotCheckError,
-    allocate,
-    audit_draw,
-    audit_progress,
     spot_check_claim,
     spot_check_grade,
     spot_check_progress,
