@@ -16,7 +16,8 @@ from annotation import (
     views_entities,
     views_training,
 )
-from judging import views_checks as judging_checks
+from judging.checks import api as checks_api
+from judging.checks import views as checks_views
 from judging.leaderboard import api as leaderboard_api
 from judging.leaderboard import views as leaderboard_views
 from judging.runs import api as runs_api
@@ -73,7 +74,7 @@ urlpatterns = [
     ),
     path("rubrics/", rubric_views.queue, name="rubrics_queue"),
     path("rubrics/claim/", rubric_views.claim, name="rubrics_claim"),
-    path("rubrics/checks/", judging_checks.flagged_checks, name="flagged_checks"),
+    path("rubrics/checks/", checks_views.flagged_checks, name="flagged_checks"),
     path("rubrics/<int:rubric_id>/", rubric_views.history, name="rubric_history"),
     path("rubrics/versions/<int:version_id>/", rubric_views.workspace, name="rubric_workspace"),
     path(
@@ -174,7 +175,7 @@ urlpatterns = [
     ),
     path("api/benchmark/export/", rubrics_api.benchmark_export, name="api_benchmark_export"),
     path("api/leaderboard/", leaderboard_api.leaderboard_detail, name="api_leaderboard"),
-    path("api/checks/flagged/", leaderboard_api.flagged_checks, name="api_flagged_checks"),
+    path("api/checks/flagged/", checks_api.flagged_checks, name="api_flagged_checks"),
     path(
         "api/spot-checks/agreement/",
         spot_checks_api.spot_check_agreement,

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from django.urls import reverse
 
-from judging.check_info import DISAGREED, MET_BY_ALL, MET_BY_NONE, check_information
-from judging.check_report import check_report
+from judging.checks.info import DISAGREED, MET_BY_ALL, MET_BY_NONE, check_information
+from judging.checks.report import check_report
 from judging.models import Judge
 from judging.tests.conftest import final_checks, make_question
 from judging.verdicts.services import verdict_record

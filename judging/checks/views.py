@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from core import access
-from judging.check_report import COLUMNS, check_report
+from judging.checks.report import COLUMNS, check_report
 from judging.csv_export import csv_response
 from judging.models import Judge, Setting
 from judging.verdicts.scoring import TIERS
@@ -44,7 +44,7 @@ def flagged_checks(request: HttpRequest) -> HttpResponse:
         return csv_response(f"flagged-checks-{judge.name}-{setting}", COLUMNS, rows)
     return render(
         request,
-        "judging/flagged_checks.html",
+        "judging/checks/flagged_checks.html",
         {
             "judges": judges,
             "judge": judge,

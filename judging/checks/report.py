@@ -1,5 +1,5 @@
 """Which checks of the final rubrics carry no information, for the rubric team: the figures
-of judging/check_info.py read from the database for one judge and setting (four queries and
+of info.py read from the database for one judge and setting (four queries and
 the leaderboard's)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.db.models import F
 from django.urls import reverse
 
-from judging.check_info import check_information, rest_scores
+from judging.checks.info import check_information, rest_scores
 from judging.leaderboard.board import leaderboard
 from judging.models import EvaluatedModel, Judge, Verdict
 from judging.verdicts.services import scoring_settings
