@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.utils import timezone
 
-from judging.models import EvaluatedModel, Judge, ScoringConfig
+from .models import EvaluatedModel, Judge, ScoringConfig
 
 
 @admin.register(EvaluatedModel)

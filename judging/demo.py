@@ -9,10 +9,11 @@ import hashlib
 from django.db import transaction
 
 from annotation.models import FinalQuestion
-from judging.models import EvaluatedModel, Judge, Response, Setting
-from judging.verdicts.services import Given, verdicts_record
 from rubrics.demo import DEMO_SOURCE_ID
 from rubrics.services import final_version
+
+from .models import EvaluatedModel, Judge, Response, Setting
+from .verdicts.services import Given, verdicts_record
 
 MODELS = {
     "demo-model-a": "A cappuccino: a shot of espresso topped with steamed milk and a thick layer "

@@ -21,7 +21,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from judging.verdicts.scoring import ScoringSettings, SettingsInvalid
+from .verdicts.scoring import ScoringSettings, SettingsInvalid
 
 
 class Setting(models.TextChoices):

@@ -11,10 +11,11 @@ from rest_framework.response import Response
 
 from core import access
 from core.http import rendered
-from judging.checks.report import check_report
-from judging.leaderboard.api import ERRORS, JUDGE, SETTING, requested_judge, requested_setting
-from judging.models import Setting
-from judging.verdicts.scoring import TIERS
+
+from ..leaderboard.api import ERRORS, JUDGE, SETTING, requested_judge, requested_setting
+from ..models import Setting
+from ..verdicts.scoring import TIERS
+from .report import check_report
 
 
 class FlaggedCheckSerializer(serializers.Serializer):

@@ -7,12 +7,13 @@ from __future__ import annotations
 from django.db.models import F
 from django.urls import reverse
 
-from judging.checks.info import check_information, rest_scores
-from judging.leaderboard.board import leaderboard
-from judging.models import EvaluatedModel, Judge, Verdict
-from judging.verdicts.services import scoring_settings
 from rubrics.models import RubricCheck
 from rubrics.services import final_version_ids
+
+from ..leaderboard.board import leaderboard
+from ..models import EvaluatedModel, Judge, Verdict
+from ..verdicts.services import scoring_settings
+from .info import check_information, rest_scores
 
 COLUMNS = [
     "source_id",

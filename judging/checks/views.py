@@ -8,10 +8,11 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from core import access
-from judging.checks.report import COLUMNS, check_report
-from judging.csv_export import csv_response
-from judging.models import Judge, Setting
-from judging.verdicts.scoring import TIERS
+
+from ..csv_export import csv_response
+from ..models import Judge, Setting
+from ..verdicts.scoring import TIERS
+from .report import COLUMNS, check_report
 
 TIER_LABELS = {tier: tier.replace("_", "-").capitalize() for tier in TIERS}
 

@@ -17,12 +17,13 @@ from annotation.models import FinalQuestion
 from core import access
 from core.errors import InvalidInput, NotFound
 from core.http import ErrorSerializer, rendered
-from judging.leaderboard import reports
-from judging.leaderboard.analysis import LABELS
-from judging.leaderboard.board import board_as_dict, leaderboard
-from judging.models import Judge, Setting
-from judging.verdicts.scoring import TIERS
-from judging.verdicts.services import scoring_settings
+
+from ..models import Judge, Setting
+from ..verdicts.scoring import TIERS
+from ..verdicts.services import scoring_settings
+from . import reports
+from .analysis import LABELS
+from .board import board_as_dict, leaderboard
 
 # --- the shapes, for the OpenAPI schema ------------------------------------------------------
 

@@ -37,9 +37,9 @@ from django.db import connections
 from django.db.models import Case, Count, IntegerField, OuterRef, Subquery, Value, When
 
 from annotation.models import FinalQuestion
-from judging.leaderboard import ppi
-from judging.leaderboard.comparisons import Paired, minimum_detectable_difference, pairwise
-from judging.models import (
+from rubrics.models import RubricCheck, RubricVersion
+
+from ..models import (
     EvaluatedModel,
     Judge,
     Response,
@@ -48,14 +48,15 @@ from judging.models import (
     Verdict,
     VerdictValue,
 )
-from judging.verdicts.scoring import (
+from ..verdicts.scoring import (
     DEFAULT_SETTINGS,
     TIERS,
     ScoringError,
     ScoringSettings,
     Unscorable,
 )
-from rubrics.models import RubricCheck, RubricVersion
+from . import ppi
+from .comparisons import Paired, minimum_detectable_difference, pairwise
 
 RESAMPLES = 1000
 SEED = 20240601

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from judging.verdicts.scoring import TIERS, ScoringSettings, Tier, Verdict
+from ..verdicts.scoring import TIERS, ScoringSettings, Tier, Verdict
 
 ALPHA = 0.05
 Z = 1.959963984540054  # the normal quantile of a 95% two-sided interval

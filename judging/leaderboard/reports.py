@@ -21,14 +21,15 @@ from django.db.models import Count, F, FilteredRelation, Q
 from django.urls import reverse
 
 from annotation.models import FinalQuestion
-from judging.leaderboard import analysis
-from judging.leaderboard.board import leaderboard
-from judging.leaderboard.comparisons import Paired, paired
-from judging.models import EvaluatedModel, Judge, Response, Setting, Verdict, VerdictValue
-from judging.verdicts.scoring import VERDICTS, ScoringError, ScoringSettings, response_score
-from judging.verdicts.services import scoring_settings
 from rubrics.models import RubricCheck
 from rubrics.services import final_version, final_version_ids
+
+from ..models import EvaluatedModel, Judge, Response, Setting, Verdict, VerdictValue
+from ..verdicts.scoring import VERDICTS, ScoringError, ScoringSettings, response_score
+from ..verdicts.services import scoring_settings
+from . import analysis
+from .board import leaderboard
+from .comparisons import Paired, paired
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:

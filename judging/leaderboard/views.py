@@ -14,12 +14,13 @@ from django.shortcuts import render
 
 from annotation.models import FinalQuestion
 from core import access
-from judging.csv_export import csv_response
-from judging.leaderboard import reports
-from judging.leaderboard.analysis import LABELS
-from judging.leaderboard.board import COMPARISON_COLUMNS, EXPORT_COLUMNS, board_as_dict, leaderboard
-from judging.models import Judge, Setting
-from judging.verdicts.services import scoring_settings
+
+from ..csv_export import csv_response
+from ..models import Judge, Setting
+from ..verdicts.services import scoring_settings
+from . import reports
+from .analysis import LABELS
+from .board import COMPARISON_COLUMNS, EXPORT_COLUMNS, board_as_dict, leaderboard
 
 QUESTIONS_PER_PAGE = 100
 
@@ -130,8 +131,9 @@ def _rejudge(judge: Judge, setting: str, board) -> dict | None:
         "can_launch": judge.llm_model_id is not None,
     }
     if out["can_launch"]:
-        from judging.runs.services import run_estimate  # the judging console's own estimate
         from llm.jobs import JobError
+
+        from ..runs.services import run_estimate  # the judging console's own estimate
 
         try:
             out["estimate"] = run_estimate(

@@ -13,11 +13,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.http import ErrorSerializer, rendered
-from judging.models import EvaluatedModel, Judge, Setting
-from judging.runs.services import question_ids, run_estimate, run_launch
 from llm.api import QUEUE_DOWN, JobSerializer, admins_only, job_dict, refused, validated
 from llm.jobs import JobError
 from llm.models import Provider
+
+from ..models import EvaluatedModel, Judge, Setting
+from .services import question_ids, run_estimate, run_launch
 
 
 class RunSerializer(serializers.Serializer):

@@ -19,7 +19,8 @@ from annotation.importing import ImportProblems, json_line
 from annotation.models import FinalQuestion
 from core.errors import InvalidInput
 from core.text import clean_source_id, clean_text
-from judging.models import EvaluatedModel, Response, Setting
+
+from ..models import EvaluatedModel, Response, Setting
 
 FIELDS = ("source_id", "model", "setting", "response")
 MODEL_MAX = 100  # EvaluatedModel.name's max_length

@@ -17,8 +17,13 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 
-from judging.models import VerdictValue
-from judging.runs.llm_jobs import (
+from llm.batch import BatchRequest, batch_answer, batch_status, batch_submit, split_by_size
+from llm.gateway import CallResult, Gateway
+from llm.jobs import ItemDeferred, ItemFailed, ItemResult, current_item, register_kind
+from llm.models import LLMModel
+
+from ..models import VerdictValue
+from .llm_jobs import (
     JUDGE_BATCH,
     Given,
     JudgeReply,
@@ -28,10 +33,6 @@ from judging.runs.llm_jobs import (
     _record_verdicts,
     judge_template,
 )
-from llm.batch import BatchRequest, batch_answer, batch_status, batch_submit, split_by_size
-from llm.gateway import CallResult, Gateway
-from llm.jobs import ItemDeferred, ItemFailed, ItemResult, current_item, register_kind
-from llm.models import LLMModel
 
 BATCH_ROUNDS = 3
 

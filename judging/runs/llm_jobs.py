@@ -33,15 +33,6 @@ from django.db.models import Count, Sum
 from pydantic import BaseModel, ConfigDict, Field
 
 from annotation.models import FinalQuestion
-from judging.models import EvaluatedModel, Judge, Response, ResponseTierCount, Setting, VerdictValue
-from judging.verdicts.services import (
-    KEY_INPUTS,
-    Given,
-    judge_inputs,
-    verdict_key,
-    verdicts_find,
-    verdicts_record,
-)
 from llm.gateway import CallResult, Gateway, ImagePart, PromptPart, run_bounded
 from llm.jobs import (
     ItemFailed,
@@ -55,6 +46,16 @@ from llm.models import Job, LLMModel, Provider
 from llm.prompts import Prompt, load_prompt, render_text
 from rubrics.models import RubricCheck
 from rubrics.services import final_versions_of
+
+from ..models import EvaluatedModel, Judge, Response, ResponseTierCount, Setting, VerdictValue
+from ..verdicts.services import (
+    KEY_INPUTS,
+    Given,
+    judge_inputs,
+    verdict_key,
+    verdicts_find,
+    verdicts_record,
+)
 
 COLLECT = "judging.collect"
 JUDGE = "judging.judge"

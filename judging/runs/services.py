@@ -12,11 +12,12 @@ from typing import Any
 from django import forms
 
 from annotation.models import FinalQuestion
-from judging.models import EvaluatedModel, Judge, Setting
-from judging.runs import llm_jobs
 from llm.batch import BATCH_PRICE_FACTOR
 from llm.jobs import JobError
 from llm.models import Job, LLMModel
+
+from ..models import EvaluatedModel, Judge, Setting
+from . import llm_jobs
 
 BATCH_RESPONSES = 50  # responses per Batch API item (about 1,750 requests at 35 checks)
 # Typical tokens of one call, (input, output): an estimate for the page, not a measurement.

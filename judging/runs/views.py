@@ -18,12 +18,13 @@ from django.views.decorators.http import require_GET, require_POST
 
 from core import access
 from core.errors import Unavailable
-from judging.models import EvaluatedModel, Judge, Setting
-from judging.runs import llm_jobs
-from judging.runs.services import question_ids, run_estimate, run_launch
 from llm.jobs import JobError
 from llm.launchers import parse_ids
 from llm.models import Job, Provider
+
+from ..models import EvaluatedModel, Judge, Setting
+from . import llm_jobs
+from .services import question_ids, run_estimate, run_launch
 
 RECENT_JOBS = 20
 

@@ -13,10 +13,11 @@ from rest_framework.response import Response
 
 from core.errors import InvalidInput
 from core.http import rendered
-from judging.leaderboard.api import ADMINS, ERRORS
-from judging.spot_checks.audit import audit_report
-from judging.spot_checks.judge_quality import SOURCES, judge_quality
-from judging.spot_checks.services import judge_agreement, spot_check_progress
+
+from ..leaderboard.api import ADMINS, ERRORS
+from .audit import audit_report
+from .judge_quality import SOURCES, judge_quality
+from .services import judge_agreement, spot_check_progress
 
 
 class AgreementRowSerializer(serializers.Serializer):

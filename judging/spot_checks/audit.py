@@ -15,13 +15,14 @@ from typing import Any
 
 from django.db import transaction
 
-from judging.leaderboard.ppi import predicted_width
-from judging.models import Response, SpotCheck
-from judging.spot_checks import judge_quality as quality
-from judging.spot_checks.services import SpotCheckError
-from judging.verdicts.services import scoring_settings
 from rubrics.models import RubricCheck
 from rubrics.services import final_version_ids
+
+from ..leaderboard.ppi import predicted_width
+from ..models import Response, SpotCheck
+from ..verdicts.services import scoring_settings
+from . import judge_quality as quality
+from .services import SpotCheckError
 
 AUDIT_SIZES = (200, 500, 1_000, 2_000, 5_000)
 

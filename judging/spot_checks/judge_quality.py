@@ -31,10 +31,10 @@ import numpy as np
 from django.db.models import Q
 from sklearn.metrics import cohen_kappa_score, f1_score, precision_recall_fscore_support
 
-from judging.leaderboard.ppi import VERDICT_INDEX, from_counts, rectifier_spread
-from judging.models import Judge, ResponseTierCount, SpotCheck, Verdict, VerdictValue
-from judging.spot_checks.services import GRADES
-from judging.verdicts.scoring import TIERS, ScoringSettings
+from ..leaderboard.ppi import VERDICT_INDEX, from_counts, rectifier_spread
+from ..models import Judge, ResponseTierCount, SpotCheck, Verdict, VerdictValue
+from ..verdicts.scoring import TIERS, ScoringSettings
+from .services import GRADES
 
 SOURCES = ("all", "audit", "disagreement")
 GROUPS = ("all", "tier", "domain", "stage")

@@ -19,8 +19,9 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from judging.models import Judge, SpotCheck, Verdict, VerdictValue
 from rubrics.services import final_version_ids
+
+from ..models import Judge, SpotCheck, Verdict, VerdictValue
 
 LEASE = timedelta(minutes=30)
 GRADES = [v for v in VerdictValue.values if v != VerdictValue.FAILED]

@@ -11,11 +11,12 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from core import access
-from judging.csv_export import csv_response
-from judging.models import SpotCheck, VerdictValue
-from judging.spot_checks import judge_quality as quality
-from judging.spot_checks.audit import audit_draw, audit_report
-from judging.spot_checks.services import (
+
+from ..csv_export import csv_response
+from ..models import SpotCheck, VerdictValue
+from . import judge_quality as quality
+from .audit import audit_draw, audit_report
+from .services import (
     GRADES,
     SpotCheckError,
     judge_agreement,

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import F
 
-from judging.models import (
+from rubrics.models import RubricCheck
+
+from ..models import (
     COUNT_FIELD,
     Judge,
     Response,
@@ -23,8 +25,7 @@ from judging.models import (
     Verdict,
     VerdictValue,
 )
-from judging.verdicts.scoring import DEFAULT_SETTINGS, ScoringSettings
-from rubrics.models import RubricCheck
+from .scoring import DEFAULT_SETTINGS, ScoringSettings
 
 
 class JudgingError(ValueError):
