@@ -1,4 +1,6 @@
-"""The results API (admins, read-only): the same JSON as the result pages' `?format=json`.
+"""The results API (admins, read-only): the same JSON as the result pages' `?format=json`: the
+leaderboard and the analyses here, the spot checks' in judging/spot_checks/api.py, the flagged
+checks' in judging/checks/api.py.
 
 Views are thin: check the role, read the parameters, call reports.py (or the
 leaderboard), answer. A parameter naming an unknown judge or setting is a 400 naming the field;
@@ -247,8 +249,7 @@ class QuestionReportSerializer(serializers.Serializer):
 
 # --- the endpoints ---------------------------------------------------------------------------
 
-# The parameters, refusals and role check below are shared by the whole results API: the spot
-# checks' (judging/spot_checks/api.py) and the flagged checks' (judging/checks/api.py) too.
+# The parameters, refusals and role check below are shared by the whole results API.
 JUDGE = OpenApiParameter(
     "judge", OpenApiTypes.STR, description="a judge's name; default: the first by name"
 )

@@ -1,7 +1,7 @@
 """What a judging run costs and how it is launched: the estimate of calls, tokens and cost, and
-the launch, shared by the runs page, the API (judging/runs/api.py) and `launch_job`. Both read
-the same validated fields (a form's or the API serializer's), so what is launched is what was
-estimated."""
+the launch, shared by the runs page, the API (judging/runs/api.py), the leaderboard's offer to
+judge what waits, and `launch_job`. Both read the same validated fields (a form's or the API
+serializer's), so what is launched is what was estimated."""
 
 from __future__ import annotations
 
