@@ -3,12 +3,15 @@ for pages and htmx partials, and a middleware backstop for anything a view let t
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
+from django.template import loader
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -119,3 +122,36 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     from annotation.errors import not_found as page_not_found  # the site's own 404 page
 
     return page_not_found(request, exception)
+
+
+DATABASE_UNAVAILABLE = (
+    "The database is not answering (it may be restarting), so nothing was read or saved for "
+    "this request. Try again in a few seconds."
+)
+SERVER_ERROR = (
+    "The server failed to answer this request. If it saved something, that is kept: read it "
+    "back before sending the request again."
+)
+RETRY_AFTER_SECONDS = 5
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500: an exception no view handled. The database not answering (a restart, an
+    outage: Django's OperationalError or InterfaceError, whichever part of the request met it)
+    is a 503 with Retry-After, not a 500: the request may simply be sent again. Under /api/
+    both are the API's JSON error body; pages get a plain page rendered without the request,
+    so nothing on it reads the database."""
+    failure = sys.exc_info()[1]  # handler500 is called while Django handles the exception
+    if isinstance(failure, OperationalError | InterfaceError):
+        if request.path.startswith("/api/"):
+            response: HttpResponse = JsonResponse({"detail": DATABASE_UNAVAILABLE}, status=503)
+        else:
+            page = loader.render_to_string("503.html", {"path": request.path})
+            response = HttpResponse(page, status=503)
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": SERVER_ERROR}, status=500)
+    from annotation.errors import server_error as page_server_error  # the site's own 500 page
+
+    return page_server_error(request)

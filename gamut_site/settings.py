@@ -139,7 +139,11 @@ TEMPLATES = [
 # Database: SQLite by default (WAL, IMMEDIATE transactions, a busy timeout), DATABASE_URL selects.
 DATABASE_URL = env("DATABASE_URL")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    # Health checks: a connection kept from before a database restart is tested before a
+    # request uses it (and reopened), instead of failing that request.
+    DATABASES = {
+        "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+    }
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
@@ -358,11 +362,16 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": envint("CELERY_VISIBILITY_TIMEOUT", 3600),
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker that loses the broker (a Redis restart) keeps running its chunk: the chunk's work is
+# leased and recorded in the database, and cancelling it would make its calls again. Celery 6
+# turns this on by default; said here so that it stays off.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_TASK_SERIALIZER = "json"
-# How often beat runs the LLM jobs' sweep (llm/jobs.py jobs_sweep): with the lease below, the
-# items of a killed worker are handed out again within lease + this (90 s by default), without
-# waiting for kombu to restore the dead worker's unacknowledged message (visibility timeout).
-LLM_JOB_SWEEP_SECONDS = envint("LLM_JOB_SWEEP_SECONDS", 30)
+# How often beat runs the LLM jobs' sweep (llm/jobs.py jobs_sweep): it sends chunks to a job
+# that runs fewer than its pace (a killed worker's, within about 10 s of the kill plus this),
+# and hands a killed worker's own items out again within lease + this (70 s by default),
+# without waiting for kombu to restore the dead worker's unacknowledged message.
+LLM_JOB_SWEEP_SECONDS = envint("LLM_JOB_SWEEP_SECONDS", 10)
 CELERY_BEAT_SCHEDULE = {
     "review-claims-sweep": {"task": "annotation.tasks.review_claims_sweep", "schedule": 300.0},
     "llm-jobs-sweep": {
@@ -416,8 +425,13 @@ LLM_MAX_REPAIRS = envint("LLM_MAX_REPAIRS", 2)
 LLM_JOB_LEASE_SECONDS = envint("LLM_JOB_LEASE_SECONDS", 60)
 # Claims of one item (a worker that dies on it counts as one); then it fails with its reason.
 LLM_JOB_MAX_ATTEMPTS = envint("LLM_JOB_MAX_ATTEMPTS", 3)
-# Chunk tasks of one job in flight at once (each re-enqueues itself while items remain).
+# Chunk tasks of one job at once while its model's limits are unknown or absent (each sends
+# its successor while items remain); a model with a per-minute limit sets its own (Pace).
 LLM_JOB_PARALLEL_CHUNKS = envint("LLM_JOB_PARALLEL_CHUNKS", 4)
+# The calls a second one chunk (one worker process) carries of a limited model's quota: a quota
+# of 3,000 a minute (50 a second) runs in 2 chunks. A process spends about 3-4 ms of CPU a call
+# (bench/llm_throughput.py), so 25 a second is a tenth of a core.
+LLM_JOB_CHUNK_CALLS_PER_SECOND = envint("LLM_JOB_CHUNK_CALLS_PER_SECOND", 25)
 # A job parked by a daily quota resumes after the provider's retry delay, or after this.
 LLM_JOB_QUOTA_PAUSE_SECONDS = envint("LLM_JOB_QUOTA_PAUSE_SECONDS", 3600)
 # How often a job waiting on a Gemini batch polls it (a batch takes minutes to a day).

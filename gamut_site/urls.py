@@ -32,7 +32,8 @@ from rubrics import views as rubric_views
 # Error pages with the menu, the view's own message and a way on (annotation/errors.py).
 handler403 = "annotation.errors.forbidden"
 handler404 = "core.http.not_found"
-handler500 = "annotation.errors.server_error"
+# core.http.server_error: a 503 when the database is not answering, JSON under /api/.
+handler500 = "core.http.server_error"
 
 urlpatterns = [
     path("", views.home, name="home"),

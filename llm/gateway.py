@@ -24,6 +24,7 @@ import json
 import logging
 import random
 import time
+from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -35,6 +36,8 @@ from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
 from .models import LedgerEntry, LLMModel, Outcome
+from .outages import DATABASE_PATIENCE_S, OUTAGE_ERRORS, forget_broken_connection, is_outage
+from .outages import pause as outage_pause
 from .providers import (
     GROUNDING_TOOLS,
     TIMEOUTS,
@@ -51,7 +54,7 @@ from .providers import (
     Request,
     provider_class,
 )
-from .ratelimit import RateLimiter, RedisTokenBucket
+from .ratelimit import LimiterUnavailable, RateLimiter, RedisTokenBucket
 from .schemas import IdSets, id_sets, json_schema, response_schema
 
 # Names the Batch API module (llm/batch.py) reads from here since before the providers had a
@@ -321,7 +324,15 @@ class _Batched:
         gather_s: float = 0.0,
         crowded: Callable[[], bool] = lambda: False,
     ) -> None:
-        self._run_many = sync_to_async(run_many)
+        def in_database_thread(items: list[Any]) -> list[Any]:
+            try:
+                return run_many(items)
+            except OUTAGE_ERRORS:
+                forget_broken_connection()  # the next try opens a new connection
+                raise
+
+        self._name = run_many.__name__
+        self._run_many = sync_to_async(in_database_thread)
         self._gather_s, self._crowded = gather_s, crowded
         self._pending: list[tuple[Any, asyncio.Future[Any]]] = []
         self._flushing: asyncio.Task[None] | None = None
@@ -337,15 +348,31 @@ class _Batched:
         try:
             # At least the calls made ready by the same event-loop turn join in.
             await asyncio.sleep(self._gather_s if self._crowded() else 0)
+            outage_started: float | None = None
+            failures = 0
             while self._pending:
                 batch, self._pending = self._pending, []
                 try:
                     results = await self._run_many([item for item, _ in batch])
-                except Exception as exc:  # each caller gets the failure of its batch
+                except Exception as exc:
+                    loop = asyncio.get_running_loop()
+                    outage_started = outage_started or loop.time()
+                    if is_outage(exc) and loop.time() - outage_started < DATABASE_PATIENCE_S:
+                        # The database went away: the batch waits for it, in front of what came
+                        # meanwhile. A ledger row is thus written once the database is back,
+                        # never lost with the answer it records (issue 22).
+                        failures += 1
+                        if failures == 1:
+                            log.warning("ledger %s waits for the database: %s", self._name, exc)
+                        self._pending = batch + self._pending
+                        await asyncio.sleep(outage_pause(failures))
+                        continue
+                    # each caller gets the failure of its batch
                     for _, future in batch:
                         if not future.done():
                             future.set_exception(exc)
                     continue
+                outage_started, failures = None, 0
                 for (_, future), result in zip(batch, results, strict=True):
                     if not future.done():
                         future.set_result(result)
@@ -356,6 +383,75 @@ class _Batched:
 # The key of the job item whose handler makes the call: llm/jobs.py sets it around each handler,
 # and the ledger rows of its calls carry it (the console's item page lists them).
 ledger_item: ContextVar[str] = ContextVar("ledger_item", default="")
+
+
+class ItemAnswers:
+    """The answers one job item's handler got, kept while its chunk runs it: when a run ends in
+    a database outage (a read or write of the handler's own), the job system runs the handler
+    again once the database is back, and each request made again is given the answer it got
+    before, in the same order, with what it cost. So the item neither pays twice nor loses
+    what its calls cost, even for a job of fresh calls."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, deque[tuple[CallResult, Any]]] = defaultdict(deque)
+        self._this_run: list[tuple[str, tuple[CallResult, Any]]] = []
+
+    def next_run(self) -> None:
+        """The handler runs again: what this run got, and what it did not come to ask again,
+        are there for the next run."""
+        left = self._kept
+        self._kept = defaultdict(deque)
+        for digest, answer in self._this_run:
+            self._kept[digest].append(answer)
+        for digest, answers in left.items():
+            self._kept[digest].extend(answers)
+        self._this_run = []
+
+    def take(self, digest: str) -> tuple[CallResult, Any] | None:
+        kept = self._kept.get(digest)
+        answer = kept.popleft() if kept else None
+        if answer is not None:
+            self._this_run.append((digest, answer))
+        return answer
+
+    def keep(self, digest: str, answer: tuple[CallResult, Any]) -> None:
+        self._this_run.append((digest, answer))
+
+
+# Set by llm/jobs.py around each item's handler; None outside a job (nothing is kept).
+item_answers: ContextVar[ItemAnswers | None] = ContextVar("item_answers", default=None)
+
+
+@dataclass
+class Observed:
+    """What a gateway saw of one model's requests: its limits and how long its answers took
+    (llm/jobs.py paces a job by it)."""
+
+    requests_per_minute: int
+    tokens_per_minute: int
+    answers: int = 0
+    latency_s: float = 0.0  # summed over the answers
+    tokens: int = 0  # the limiter's estimates, summed over the answers
+
+    @property
+    def mean_latency_s(self) -> float:
+        return self.latency_s / self.answers if self.answers else 0.0
+
+    @property
+    def rate(self) -> float:
+        """Requests a second the limits allow (0: no limit)."""
+        rates = []
+        if self.requests_per_minute > 0:
+            rates.append(self.requests_per_minute / 60)
+        if self.tokens_per_minute > 0 and self.answers and self.tokens:
+            rates.append(self.tokens_per_minute / 60 / (self.tokens / self.answers))
+        return min(rates) if rates else 0.0
+
+
+# How long a request waits, at most, for the rate limiter's Redis to answer again (a restart,
+# an outage), asking again every few seconds; no request goes out meanwhile.
+LIMITER_PATIENCE_S = 300.0
+_LIMITER_PAUSE_CAP_S = 5.0
 
 
 def prompt_text(request: Request) -> str:
@@ -393,6 +489,8 @@ class Gateway:
         self._lookup = _Batched(_cached_answers, gather_s=LEDGER_GATHER_S, crowded=self._busy)
         self._write = _Batched(_write_ledger_rows, gather_s=LEDGER_GATHER_S, crowded=self._busy)
         self._in_flight: asyncio.Semaphore | contextlib.nullcontext[None] = contextlib.nullcontext()
+        self._slots = 0
+        self._observed: dict[str, Observed] = {}
 
     def _busy(self) -> bool:
         """Whether any request is out: then more ledger work is on its way."""
@@ -404,6 +502,30 @@ class Gateway:
         the pauses between retries are done outside it, so that one call's own work never
         keeps another's request from going out."""
         self._in_flight = asyncio.Semaphore(requests)
+        self._slots = requests
+
+    def grow_in_flight(self, requests: int) -> None:
+        """Raise the limit of limit_in_flight to `requests` (a job's pace grew): the new slots
+        are free at once; a limit is never lowered while requests hold it."""
+        if isinstance(self._in_flight, asyncio.Semaphore) and requests > self._slots:
+            for _ in range(requests - self._slots):
+                self._in_flight.release()
+            self._slots = requests
+
+    def observed(self) -> Observed | None:
+        """The model this gateway sent the most answered requests to, and what it saw of it."""
+        return max(self._observed.values(), key=lambda o: o.answers, default=None)
+
+    def _observe(self, config: ModelConfig, tokens: int, latency_s: float) -> None:
+        seen = self._observed.get(config.name)
+        if seen is None:
+            limits = config.limits
+            seen = self._observed[config.name] = Observed(
+                limits.requests_per_minute, limits.tokens_per_minute
+            )
+        seen.answers += 1
+        seen.latency_s += latency_s
+        seen.tokens += tokens
 
     async def __aenter__(self) -> Gateway:
         return self
@@ -564,6 +686,42 @@ class Gateway:
             schema=request.response_schema,  # built here once; the first request sends it
             tools=request.tools,
         )
+        answers = item_answers.get()
+        again = answers.take(digest) if answers is not None else None
+        if again is not None:  # the item's handler runs again after an outage: as it was
+            return again
+        answer = await self._call_once(
+            config,
+            request,
+            accept,
+            digest,
+            repairs=repairs,
+            repair_prompt=repair_prompt,
+            stage=stage,
+            template_name=template_name,
+            template_version=template_version,
+            fresh=fresh,
+            job_id=job_id,
+        )
+        if answers is not None:
+            answers.keep(digest, answer)
+        return answer
+
+    async def _call_once(
+        self,
+        config: ModelConfig,
+        request: Request,
+        accept: _Accept,
+        digest: str,
+        *,
+        repairs: int,
+        repair_prompt: str,
+        stage: str,
+        template_name: str,
+        template_version: str,
+        fresh: bool,
+        job_id: int | None,
+    ) -> tuple[CallResult, Any]:
         if not fresh:
             hit = await self._lookup(digest)
             if hit is not None:
@@ -626,7 +784,7 @@ class Gateway:
             try:
                 # The slot first: the rate limit's token is taken just before the request goes.
                 async with self._in_flight:
-                    await self.limiter.acquire(config.name, config.limits, tokens)
+                    await self._acquire(config, tokens)
                     started = time.perf_counter()
                     self._requests_out += 1
                     try:
@@ -653,8 +811,33 @@ class Gateway:
                     await asyncio.sleep(self._backoff(failures))
                     continue
                 return self._give_up(result, failure)  # a refusal that retrying won't change
-            reply.latency_ms = int((time.perf_counter() - started) * 1000)
+            latency = time.perf_counter() - started
+            reply.latency_ms = int(latency * 1000)
+            self._observe(config, tokens, latency)
             return reply
+
+    async def _acquire(self, config: ModelConfig, tokens: int) -> None:
+        """The rate limit's turn for one request. The limiter's own Redis not answering (a
+        restart) is waited out as a provider's 5xx is, with backoff, for up to
+        LIMITER_PATIENCE_S: nothing was sent, so no item fails for it (issue 22)."""
+        waited = 0.0
+        failures = 0
+        while True:
+            try:
+                await self.limiter.acquire(config.name, config.limits, tokens)
+                if failures:
+                    log.warning("the rate limiter answers again after %.1f s", waited)
+                return
+            except LimiterUnavailable as exc:
+                failures += 1
+                if waited >= LIMITER_PATIENCE_S:
+                    raise
+                ceiling = min(_LIMITER_PAUSE_CAP_S, self.conf.backoff_base_s * 2 ** (failures - 1))
+                pause = random.uniform(ceiling / 2, ceiling)
+                if failures == 1:
+                    log.warning("%s; a request for %s waits for it", exc, config.name)
+                await asyncio.sleep(pause)
+                waited += pause
 
     def _rate_limit_pause(self, failure: Failure, waits: int) -> float:
         if failure.retry_delay is not None:

@@ -10,8 +10,17 @@ time of a module its AppConfig.ready() imports (so web processes and workers bot
 The database is the source of truth: items are claimed by conditional UPDATE with a lease and a
 token, an outcome is recorded only by the chunk holding the item's current token, and the job's
 counters move by F() expressions in that same transaction. A running chunk renews its leases
-(every third of a lease), so only a dead or stuck chunk loses its items to the sweeper. A job
+(every few seconds), so only a dead or stuck chunk loses its items to the sweeper. A job
 is over when its remaining counter reaches zero (no chords).
+
+A chunk is one Celery task's turn at a job: it claims items in batches as its slots free up, for
+TURN_SECONDS, then finishes what it holds and sends its successor. How many chunks a job runs
+at once, and how many requests each has in flight, is the job's pace (Pace): what the model's
+per-minute limits allow at the latency its answers take, spread over chunks of at most
+LLM_JOB_CHUNK_CALLS_PER_SECOND each. Chunks are added while a worker process is free (nothing
+waits in the broker's queue), so a job grows to its pace or to the workers there are. A chunk
+that stopped renewing its leases (its worker was killed) no longer counts: the job's other
+chunks and the sweep replace it within seconds, while only its own items wait for their leases.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import contextlib
 import logging
 import math
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
@@ -32,12 +42,28 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, connection, connections, transaction
-from django.db.models import Case, Exists, F, Min, OuterRef, Q, Value, When
+from django.db.models import Case, Count, Exists, F, Max, Min, OuterRef, Q, Value, When
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from .gateway import CallResult, Gateway, QuotaExhausted, ledger_item, run_bounded
+from .gateway import (
+    CallResult,
+    Gateway,
+    ItemAnswers,
+    Observed,
+    QuotaExhausted,
+    item_answers,
+    ledger_item,
+)
 from .models import ItemStatus, Job, JobItem, JobStatus
+from .outages import (
+    DATABASE_PATIENCE_S,
+    OUTAGE_ERRORS,
+    database_back,
+    forget_broken_connection,
+    is_outage,
+)
+from .outages import pause as outage_pause
 
 log = logging.getLogger(__name__)
 
@@ -198,8 +224,139 @@ def _enqueue_later(job_id: int, seconds: float) -> None:
     transaction.on_commit(lambda: run_job_chunk.apply_async((job_id,), countdown=countdown))
 
 
+def _send_now(job_id: int, count: int) -> None:
+    """Send `count` chunk tasks from a worker (a chunk's end, its heartbeat, the sweep): no
+    transaction to wait for and no launch to refuse, so a broker that does not answer is
+    retried for a few seconds, then logged and left to the sweep."""
+    from .tasks import send_chunks
+
+    send_chunks(job_id, count)
+
+
 def _chunks_for(spec: JobKind, items: int) -> int:
     return max(1, min(math.ceil(items / spec.chunk_size), settings.LLM_JOB_PARALLEL_CHUNKS))
+
+
+# ---------------------------------------------------------------------------------------------
+# Pace: how many chunks a job runs at once, and how many requests each has in flight.
+
+# Requests in flight above what the quota needs at the observed latency: the limiter, not a
+# slow answer or a chunk between two claims, then sets the rate.
+PACE_HEADROOM = 1.25
+# A chunk's requests in flight at most, whatever the pace (its items in progress are twice as
+# many, each holding its prompt and images in one process).
+MAX_CHUNK_SLOTS = 512
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How a job runs: `chunks` chunk tasks at once, each with `slots` requests in flight.
+    `rate` is what the model's limits allow (requests a second, 0: no limit) and `latency_s`
+    how long its answers took, when a chunk has seen them."""
+
+    chunks: int
+    slots: int
+    rate: float = 0.0
+    latency_s: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "chunks": self.chunks,
+            "slots": self.slots,
+            "rate": round(self.rate, 3),
+            "latency_s": round(self.latency_s, 3),
+        }
+
+    def differs_from(self, other: Pace) -> bool:
+        """Worth storing: another number of chunks, or slots a tenth apart or more."""
+        return self.chunks != other.chunks or abs(self.slots - other.slots) > other.slots / 10
+
+
+def job_pace(*, spec: JobKind, observed: Observed | None, items: int) -> Pace:
+    """The pace for what the job's chunks saw of its model (`observed`, None before any
+    answer). A model without per-minute limits, or not yet seen, runs the kind's concurrency
+    in LLM_JOB_PARALLEL_CHUNKS chunks. A limited one runs the requests its quota needs at the
+    observed latency (Little's law, with PACE_HEADROOM), in as many chunks as its rate needs
+    at LLM_JOB_CHUNK_CALLS_PER_SECOND a chunk: 3,000 a minute at 2 s a call is 50 calls a
+    second, 2 chunks of 63 requests in flight."""
+    default = Pace(_chunks_for(spec, items), spec.concurrency)
+    if observed is None or not observed.answers:
+        return default
+    rate, latency = observed.rate, observed.mean_latency_s
+    if rate <= 0:
+        return Pace(default.chunks, default.slots, 0.0, latency)
+    chunks = max(1, math.ceil(rate / settings.LLM_JOB_CHUNK_CALLS_PER_SECOND))
+    in_flight = math.ceil(rate * latency * PACE_HEADROOM)
+    slots = min(MAX_CHUNK_SLOTS, max(spec.concurrency, math.ceil(in_flight / chunks)))
+    return Pace(chunks, slots, rate, latency)
+
+
+def pace_of(job: Job, spec: JobKind) -> Pace:
+    """The job's pace as its chunks last stored it, else the kind's own."""
+    stored = job.pace or {}
+    if not stored.get("chunks"):
+        return Pace(_chunks_for(spec, job.items_remaining), spec.concurrency)
+    return Pace(
+        int(stored["chunks"]),
+        int(stored.get("slots") or spec.concurrency),
+        float(stored.get("rate") or 0),
+        float(stored.get("latency_s") or 0),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Liveness: which chunks are still running.
+
+# A running chunk renews its leases this often at most (a third of a lease when that is less).
+MAX_HEARTBEAT_S = 5.0
+
+
+def heartbeat_seconds() -> float:
+    """How often a running chunk renews its leases: often enough that a chunk which stopped
+    (its worker killed) is told from a live one within seconds, long before its lease ends."""
+    return min(settings.LLM_JOB_LEASE_SECONDS / 3, MAX_HEARTBEAT_S)
+
+
+def _fresh_after(now: datetime) -> datetime:
+    """A running item's lease ending after this was renewed within the last two heartbeats
+    (and a second): its chunk is alive. One ending before it belongs to a lost chunk."""
+    lease = settings.LLM_JOB_LEASE_SECONDS
+    return now + timedelta(seconds=max(0.0, lease - 2 * heartbeat_seconds() - 1))
+
+
+def _live_chunks(job_id: int, now: datetime) -> list[str]:
+    """The tokens of the job's live chunks, in order (a chunk's rank among them is the same
+    whichever chunk asks)."""
+    return sorted(
+        JobItem.objects.filter(
+            job_id=job_id, status=ItemStatus.RUNNING, lease_until__gte=_fresh_after(now)
+        )
+        .values_list("lease_token", flat=True)
+        .distinct()
+    )
+
+
+def job_top_up(
+    *, job: Job, spec: JobKind, now: datetime, leaving: str = "", at_least: int = 0
+) -> int:
+    """Send the chunk tasks the job misses: its pace's number of chunks less the live ones
+    (`leaving`, a chunk about to end, not counted), no more than its ready items fill, and
+    only while a worker process is free (nothing waits in the broker's queue: a chunk beyond
+    the workers would only wait there); `at_least` are sent whatever the queue holds (a
+    chunk's successor, or the one chunk of a job with none alive). Returns how many were sent."""
+    from .tasks import queue_idle
+
+    live = [token for token in _live_chunks(job.pk, now) if token != leaving]
+    missing = pace_of(job, spec).chunks - len(live)
+    if missing <= 0:
+        return 0
+    ready = JobItem.objects.filter(_ready(now), job_id=job.pk)[: missing * spec.chunk_size]
+    missing = min(missing, math.ceil(ready.count() / spec.chunk_size))
+    if missing > at_least and not queue_idle():
+        missing = at_least
+    if missing > 0:
+        _send_now(job.pk, missing)
+    return max(0, missing)
 
 
 @transaction.atomic
@@ -310,10 +467,18 @@ def job_progress(job: Job, *, failures: int = 20) -> dict[str, Any]:
     """What the console shows: counters from the job row, plus the latest failures."""
     finished = job.items_done + job.items_failed
     cancelled = job.items_total - finished - job.items_remaining
-    running = (
-        JobItem.objects.filter(job=job, status=ItemStatus.RUNNING).count()
+    fresh = Q(lease_until__gte=_fresh_after(timezone.now()))
+    held = (
+        JobItem.objects.filter(job=job, status=ItemStatus.RUNNING).aggregate(
+            running=Count("pk"),
+            # Items whose chunk stopped renewing their lease: its worker died or hung. They
+            # wait for the lease to run out; the job's other items do not.
+            lost=Count("pk", filter=~fresh),
+            lost_until=Max("lease_until", filter=~fresh),
+            chunks=Count("lease_token", distinct=True, filter=fresh),
+        )
         if job.items_remaining
-        else 0
+        else {"running": 0, "lost": 0, "lost_until": None, "chunks": 0}
     )
     # Deferred items: pending, waiting for their time (a provider's batch being polled).
     waiting = (
@@ -332,8 +497,12 @@ def job_progress(job: Job, *, failures: int = 20) -> dict[str, Any]:
         "failed": job.items_failed,
         "cancelled": cancelled,
         "remaining": job.items_remaining,
-        "running": running,
+        "running": held["running"],
         "waiting": waiting,
+        "lost": held["lost"],
+        "lost_until": held["lost_until"],
+        "chunks": held["chunks"],
+        "pace": _pace_words(job.pace or {}),
         "percent": _percent(job.items_total - job.items_remaining, job.items_total),
         "tokens_in": job.tokens_in,
         "tokens_out": job.tokens_out,
@@ -348,6 +517,19 @@ def job_progress(job: Job, *, failures: int = 20) -> dict[str, Any]:
             .order_by("-finished_at", "-pk")
             .values("key", "last_error", "attempts")[:failures]
         ),
+    }
+
+
+def _pace_words(stored: dict[str, Any]) -> dict[str, Any]:
+    """The stored pace as the console says it: chunks, requests in flight each, and for a
+    limited model the requests a minute allowed and the seconds an answer took."""
+    if not stored.get("chunks"):
+        return {}
+    return {
+        "chunks": stored["chunks"],
+        "slots": stored.get("slots", 0),
+        "per_minute": round(float(stored.get("rate") or 0) * 60),
+        "latency_s": float(stored.get("latency_s") or 0),
     }
 
 
@@ -408,8 +590,17 @@ def _fail_worn_out(job_id: int, max_attempts: int, now: datetime) -> int:
     return failed
 
 
-def item_claim_chunk(*, job_id: int, now: datetime | None = None) -> Claim | None:
-    """Lease up to a chunk of the job's pending items (or running ones whose lease expired).
+def item_claim_chunk(
+    *,
+    job_id: int,
+    now: datetime | None = None,
+    token: str = "",
+    limit: int | None = None,
+) -> Claim | None:
+    """Lease up to `limit` of the job's pending items (or running ones whose lease expired):
+    by default a chunk's worth (the kind's chunk size, or the items in progress its pace
+    gives a chunk, whichever is more). A running chunk claims more under its own `token`;
+    the Claim then holds only the items claimed now.
 
     None when the job is not running or nothing is left to claim."""
     now = now or timezone.now()
@@ -418,16 +609,23 @@ def item_claim_chunk(*, job_id: int, now: datetime | None = None) -> Claim | Non
         if job is None:
             return None
         spec = get_kind(job.kind)
+        if limit is None:
+            limit = spec.chunk_size
+            if job.pace:
+                limit = max(limit, pace_of(job, spec).slots * ITEMS_PER_REQUEST_SLOT)
         _fail_worn_out(job.pk, spec.max_attempts, now)
         candidates = JobItem.objects.filter(_claimable(now), job=job).order_by("pk")
+        if token:  # never its own items again, even were their lease to have run out
+            candidates = candidates.exclude(lease_token=token)
         if connection.vendor == "postgresql":
             # Concurrent chunks pass over each other's rows instead of queueing on them;
             # SQLite's IMMEDIATE transactions serialize the claimers instead.
             candidates = candidates.select_for_update(skip_locked=True)
-        ids = list(candidates.values_list("pk", flat=True)[: spec.chunk_size])
+        ids = list(candidates.values_list("pk", flat=True)[:limit])
         if not ids:
             return None
-        token = uuid.uuid4().hex
+        claimed_before = bool(token)
+        token = token or uuid.uuid4().hex
         # The same condition again: the UPDATE takes only rows still claimable.
         JobItem.objects.filter(_claimable(now), pk__in=ids).update(
             status=ItemStatus.RUNNING,
@@ -435,9 +633,10 @@ def item_claim_chunk(*, job_id: int, now: datetime | None = None) -> Claim | Non
             attempts=F("attempts") + 1,
             lease_until=now + timedelta(seconds=settings.LLM_JOB_LEASE_SECONDS),
         )
-        Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(status=JobStatus.RUNNING)
-        Job.objects.filter(pk=job.pk, started_at=None).update(started_at=now)
-    items = list(JobItem.objects.filter(job=job, lease_token=token).order_by("pk"))
+        if not claimed_before:
+            Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(status=JobStatus.RUNNING)
+            Job.objects.filter(pk=job.pk, started_at=None).update(started_at=now)
+    items = list(JobItem.objects.filter(pk__in=ids, lease_token=token).order_by("pk"))
     return Claim(job, token, items) if items else None
 
 
@@ -642,8 +841,9 @@ def job_fail(*, job_id: int, reason: str, now: datetime | None = None) -> None:
 
 def jobs_sweep(*, now: datetime | None = None) -> dict[str, int]:
     """Periodic: requeue items whose lease expired (failing those out of attempts), resume
-    jobs whose quota pause is over, and send a chunk task to every job that has pending items
-    and no live lease (its messages were lost, or its chunks all ended)."""
+    jobs whose quota pause is over, and send chunk tasks to every job with ready items that
+    runs fewer chunks than its pace (its messages were lost, its worker was killed, or its
+    chunks all ended): see job_top_up. `enqueued` counts the jobs sent chunks."""
     now = now or timezone.now()
     counts = {"requeued": 0, "failed": 0, "resumed": 0, "enqueued": 0}
     for job in Job.objects.filter(status__in=(*ACTIVE, JobStatus.CANCELLED), items_remaining__gt=0):
@@ -655,14 +855,15 @@ def jobs_sweep(*, now: datetime | None = None) -> dict[str, int]:
             status=JobStatus.WAITING_FOR_QUOTA, resume_at__lte=now
         ).update(status=JobStatus.QUEUED, resume_at=None)
     items = JobItem.objects.filter(job=OuterRef("pk"))
-    stalled = Job.objects.filter(
-        Exists(items.filter(_ready(now))),
-        status__in=ACTIVE,
-    ).exclude(Exists(items.filter(status=ItemStatus.RUNNING, lease_until__gte=now)))
-    for job in stalled:
+    for job in Job.objects.filter(Exists(items.filter(_ready(now))), status__in=ACTIVE):
         spec = _registry.get(job.kind)
-        _enqueue(job.pk, _chunks_for(spec, job.items_remaining) if spec else 1)
-        counts["enqueued"] += 1
+        if spec is None:  # its chunk fails the job with the reason
+            _send_now(job.pk, 1)
+            counts["enqueued"] += 1
+            continue
+        alive = bool(_live_chunks(job.pk, now))
+        if job_top_up(job=job, spec=spec, now=now, at_least=0 if alive else 1):
+            counts["enqueued"] += 1
     return counts
 
 
@@ -689,8 +890,9 @@ def _requeue_expired(job: Job, now: datetime) -> int:
 
 
 def job_run_chunk(*, job_id: int, gateway_factory: Callable[[], Gateway]) -> int:
-    """Claim a chunk, run its handlers concurrently through one gateway, record each outcome as
-    it comes, then enqueue the next chunk while items remain. Returns the items claimed."""
+    """One chunk's turn: claim items, run their handlers concurrently through one gateway
+    (claiming more as slots free up, for TURN_SECONDS), record each outcome as it comes, then
+    send the successor while items remain. Returns the items claimed."""
     job = Job.objects.filter(pk=job_id).first()
     if job is None or job.status not in ACTIVE:
         return 0
@@ -702,25 +904,28 @@ def job_run_chunk(*, job_id: int, gateway_factory: Callable[[], Gateway]) -> int
     claim = item_claim_chunk(job_id=job_id)
     if claim is None:
         return 0
+    turn = _Turn(spec, claim)
     try:
-        _run_in_own_loop(lambda: _run_claim(spec, claim, gateway_factory))
+        _run_in_own_loop(lambda: turn.run(gateway_factory))
     except QuotaExhausted as exc:
         log.warning("job %s waits for quota: %s", job_id, exc)
         job_park_for_quota(claim=claim, error=exc)
-        return len(claim.items)
-    _enqueue_next(job_id)
-    return len(claim.items)
+        return turn.claimed
+    _enqueue_next(job_id, claim.token)
+    return turn.claimed
 
 
-def _enqueue_next(job_id: int) -> None:
-    """After a chunk: the next chunk now while items are ready, else one due when the earliest
-    deferred item may run (nothing while items of other chunks are still running: those chunks
-    decide when they end)."""
+def _enqueue_next(job_id: int, token: str) -> None:
+    """After a chunk: while items are ready, its successor, and the chunks the job misses (see
+    job_top_up; none when the job's other chunks are its pace already), else one due when the
+    earliest deferred item may run (nothing while items of other chunks are still running:
+    those chunks decide when they end)."""
     now = timezone.now()
-    if not Job.objects.filter(pk=job_id, status__in=ACTIVE).exists():
+    job = Job.objects.filter(pk=job_id, status__in=ACTIVE).first()
+    if job is None:
         return
     if JobItem.objects.filter(_ready(now), job_id=job_id).exists():
-        _enqueue(job_id)
+        job_top_up(job=job, spec=get_kind(job.kind), now=now, leaving=token, at_least=1)
         return
     wake = JobItem.objects.filter(
         job_id=job_id, status=ItemStatus.PENDING, not_before__gt=now
@@ -732,18 +937,18 @@ def _enqueue_next(job_id: int) -> None:
         _enqueue_later(job_id, (wake - now).total_seconds())
 
 
-async def _keep_leases(claim: Claim) -> None:
-    """Renew the chunk's leases every third of a lease until none is left to renew (or the
-    chunk ends and cancels this). A chunk whose process dies or whose loop blocks stops
-    renewing, and the sweeper takes its items back once the lease runs out."""
-    renew = sync_to_async(item_renew_leases)
-    while True:
-        await asyncio.sleep(settings.LLM_JOB_LEASE_SECONDS / 3)
+def _in_database_thread(work: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    """`work` through asgiref's database thread; after an outage error there, the broken
+    connection is closed, so the next try opens a new one."""
+
+    def run(**kwargs: Any) -> Any:
         try:
-            if not await renew(job_id=claim.job.pk, token=claim.token):
-                return
-        except DatabaseError as exc:  # a missed beat: the lease still has two thirds to go
-            log.warning("job %s: could not renew the leases of a chunk: %s", claim.job.pk, exc)
+            return work(**kwargs)
+        except OUTAGE_ERRORS:
+            forget_broken_connection()
+            raise
+
+    return sync_to_async(run)
 
 
 # How long the recorder gathers outcomes before it writes them: a handful of batches a second
@@ -757,7 +962,8 @@ class _Recorder:
     """Records a chunk's outcomes as they come, in batches: what finishes within
     RECORD_EVERY_S of the first outcome waiting goes into one transaction and one trip to the
     database thread (not one per item), and the calls' slots free up at once. Closing writes
-    what is left without waiting."""
+    what is left without waiting. A batch the database refuses for an outage waits for it
+    (DATABASE_PATIENCE_S): the items stay leased to this chunk meanwhile, so none runs twice."""
 
     def __init__(self, claim: Claim) -> None:
         self._claim = claim
@@ -765,7 +971,7 @@ class _Recorder:
         self._wake = asyncio.Event()
         self._closed = asyncio.Event()
         self._closing = False
-        self._write = sync_to_async(items_record)
+        self._write = _in_database_thread(items_record)
         self._task = asyncio.create_task(self._run())
 
     def add(self, item: JobItem, outcome: ItemOutcome) -> None:
@@ -780,6 +986,9 @@ class _Recorder:
         await self._task
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        outage_started: float | None = None
+        failures = 0
         while not (self._closing and not self._pending):
             await self._wake.wait()
             with contextlib.suppress(TimeoutError):
@@ -792,62 +1001,261 @@ class _Recorder:
                 await self._write(
                     job_id=self._claim.job.pk, token=self._claim.token, outcomes=batch
                 )
-            except DatabaseError:
+                outage_started, failures = None, 0
+            except DatabaseError as exc:
+                outage_started = outage_started or loop.time()
+                if is_outage(exc) and loop.time() - outage_started < DATABASE_PATIENCE_S:
+                    failures += 1
+                    if failures == 1:
+                        log.warning(
+                            "job %s: %d outcome(s) wait for the database: %s",
+                            self._claim.job.pk,
+                            len(batch),
+                            exc,
+                        )
+                    self._pending = batch + self._pending
+                    self._wake.set()
+                    await asyncio.sleep(outage_pause(failures))
+                    continue
                 # The items stay leased to this chunk; once it ends, the sweeper requeues them.
                 log.exception(
                     "job %s: could not record %d outcome(s)", self._claim.job.pk, len(batch)
                 )
 
 
-async def _run_claim(spec: JobKind, claim: Claim, gateway_factory: Callable[[], Gateway]) -> None:
-    heartbeat = asyncio.create_task(_keep_leases(claim))
-    recorder = _Recorder(claim)
-    try:
-        async with gateway_factory() as gateway:
-            gateway.limit_in_flight(spec.concurrency)
+# How long a chunk claims more items before it finishes what it holds and hands over to its
+# successor: long enough that its start and end are a small part of it, short enough that jobs
+# sharing the workers take turns, and that each turn starts from the job's latest pace.
+TURN_SECONDS = 60.0
+# How often a chunk looks at what its gateway saw, to grow its slots to the job's pace.
+PACE_EVERY_S = 1.0
 
-            async def one(item: JobItem) -> None:
-                # An open item's result is what its last deferral kept (None otherwise).
-                current_item.set(
-                    JobContext(
+
+class _Turn:
+    """One chunk task's run: its items through one gateway, at most `slots` requests at the
+    providers and twice as many items in progress, more items claimed under the same token as
+    they free up; beside them, the heartbeat that renews the leases, keeps the job's pace, and
+    sends the chunks the job misses."""
+
+    def __init__(self, spec: JobKind, claim: Claim) -> None:
+        self.spec, self.claim = spec, claim
+        self.job_id, self.token = claim.job.pk, claim.token
+        self.pace = pace_of(claim.job, spec)
+        self.slots = self.pace.slots
+        self.claimed = len(claim.items)
+        self.claiming = True  # False once the turn is over, nothing is ready, or one too many
+        self.queue: deque[JobItem] = deque(claim.items)
+        self.running: set[asyncio.Task[None]] = set()
+        self.gateway: Gateway | None = None
+        self.recorder: _Recorder | None = None
+
+    @property
+    def capacity(self) -> int:
+        return self.slots * ITEMS_PER_REQUEST_SLOT
+
+    async def run(self, gateway_factory: Callable[[], Gateway]) -> None:
+        self.recorder = _Recorder(self.claim)
+        heartbeat: asyncio.Task[None] | None = None
+        try:
+            async with gateway_factory() as gateway:
+                self.gateway = gateway
+                gateway.limit_in_flight(self.slots)
+                self.wake = asyncio.Event()
+                heartbeat = asyncio.create_task(self._heartbeat())
+                await self._items()
+        finally:
+            # Outcomes first (a parked job's finished items count), then the heartbeat.
+            await self.recorder.close()
+            if heartbeat is not None:
+                heartbeat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeat
+            # The recording thread's connection belongs to this chunk; close it rather than
+            # leak one per chunk (and PostgreSQL test databases refuse to drop with one open).
+            await sync_to_async(connections.close_all)()
+
+    async def _items(self) -> None:
+        loop = asyncio.get_running_loop()
+        ends_at = loop.time() + TURN_SECONDS
+        claim_after = 0.0
+        try:
+            while True:
+                while self.queue and len(self.running) < self.capacity:
+                    self.running.add(asyncio.create_task(self._one(self.queue.popleft())))
+                room = self.capacity - len(self.running)
+                now = loop.time()
+                if (
+                    self.claiming
+                    and not self.queue
+                    and room >= max(1, self.capacity // 4)
+                    and now >= claim_after
+                ):
+                    if now >= ends_at:
+                        self.claiming = False
+                    elif await self._claim_more(room):
+                        continue
+                    else:
+                        claim_after = loop.time() + 1.0  # the database did not answer
+                if not self.running:
+                    return
+                self.wake.clear()
+                waker = asyncio.create_task(self.wake.wait())
+                done, _ = await asyncio.wait(
+                    {*self.running, waker}, return_when=asyncio.FIRST_COMPLETED
+                )
+                waker.cancel()
+                for task in done - {waker}:
+                    self.running.discard(task)
+                    task.result()  # QuotaExhausted only: each item's own failure is recorded
+        except BaseException:
+            for task in self.running:
+                task.cancel()
+            await asyncio.gather(*self.running, return_exceptions=True)
+            raise
+
+    async def _claim_more(self, room: int) -> bool:
+        """Items for the free room, under this chunk's token. False when none came: nothing is
+        ready (the turn then ends as its items finish) or the database did not answer."""
+        try:
+            more = await _in_database_thread(item_claim_chunk)(
+                job_id=self.job_id, token=self.token, limit=room
+            )
+        except OUTAGE_ERRORS as exc:
+            log.warning("job %s: a chunk could not claim more items: %s", self.job_id, exc)
+            return False
+        if more is None:
+            self.claiming = False
+            return False
+        self.queue.extend(more.items)
+        self.claimed += len(more.items)
+        return True
+
+    async def _one(self, item: JobItem) -> None:
+        claim, spec = self.claim, self.spec
+        # An open item's result is what its last deferral kept (None otherwise).
+        current_item.set(
+            JobContext(
+                claim.job.pk,
+                item.key,
+                claim.job.params,
+                item.result,
+                fresh=bool(claim.job.params.get("fresh") or item.payload.get(RETRY_FRESH)),
+            )
+        )
+        ledger_item.set(item.key)  # the item's ledger rows say whose calls they were
+        answers = ItemAnswers()
+        item_answers.set(answers)
+        loop = asyncio.get_running_loop()
+        outage_started: float | None = None
+        while True:
+            try:
+                returned = await spec.handler(self.gateway, item.payload)  # type: ignore[arg-type]
+                outcome: ItemOutcome = (
+                    returned if isinstance(returned, ItemResult) else ItemResult(returned)
+                )
+            except QuotaExhausted:
+                raise  # parks the whole job: see job_park_for_quota
+            except ItemDeferred as deferred:
+                outcome = deferred
+            except Exception as exc:
+                if is_outage(exc):
+                    outage_started = outage_started or loop.time()
+                left = DATABASE_PATIENCE_S - (loop.time() - (outage_started or loop.time()))
+                if is_outage(exc) and left > 0:
+                    # The handler's own read or write met a database outage: the item runs
+                    # again once the database answers, given the answers its calls already
+                    # got (ItemAnswers): no call twice, no cost lost, no failure.
+                    log.warning(
+                        "job %s item %s: the database did not answer (%s); the item runs "
+                        "again once it does",
                         claim.job.pk,
                         item.key,
-                        claim.job.params,
-                        item.result,
-                        fresh=bool(claim.job.params.get("fresh") or item.payload.get(RETRY_FRESH)),
+                        exc,
                     )
-                )
-                ledger_item.set(item.key)  # the item's ledger rows say whose calls they were
-                try:
-                    returned = await spec.handler(gateway, item.payload)
-                    outcome: ItemOutcome = (
-                        returned if isinstance(returned, ItemResult) else ItemResult(returned)
-                    )
-                except QuotaExhausted:
-                    raise  # parks the whole job: see job_park_for_quota
-                except ItemDeferred as deferred:
-                    outcome = deferred
-                except Exception as exc:  # the item's own failure, recorded with its reason
-                    log.info("job %s item %s failed: %s", claim.job.pk, item.key, _reason(exc))
-                    outcome = exc
-                recorder.add(item, outcome)
+                    if await database_back(patience=left):
+                        answers.next_run()
+                        continue
+                log.info("job %s item %s failed: %s", claim.job.pk, item.key, _reason(exc))
+                outcome = exc  # the item's own failure, recorded with its reason
+            break
+        assert self.recorder is not None
+        self.recorder.add(item, outcome)
 
-            calls = [one(item) for item in claim.items]
+    async def _heartbeat(self) -> None:
+        """Every PACE_EVERY_S, the job's pace from what the gateway saw (stored on the job
+        when it changed, this chunk's slots grown to it); every heartbeat_seconds(), the
+        leases renewed, and the job's live chunks looked at: this chunk stops claiming when
+        it is one more than the pace wants, and the first of them sends the chunks missing.
+        A chunk whose process dies or whose loop blocks stops renewing: the job's other chunks
+        and the sweep count it lost within two heartbeats, and the sweeper takes its items
+        back once their lease runs out."""
+        loop = asyncio.get_running_loop()
+        beat = heartbeat_seconds()
+        renew_at = loop.time() + beat
+        failing_since: float | None = None
+        while True:
+            await asyncio.sleep(min(PACE_EVERY_S, beat))
             try:
-                await run_bounded(calls, spec.concurrency * ITEMS_PER_REQUEST_SLOT)
-            except QuotaExhausted:
-                for call in calls:
-                    call.close()  # the ones never started: no "never awaited" warnings
-                raise
+                await self._keep_pace()
+                if loop.time() >= renew_at:
+                    await self._renew_and_look()
+                    renew_at = loop.time() + beat
+            except DatabaseError as exc:
+                # A missed beat: the lease still has most of its time to go. Try again soon.
+                if failing_since is None:
+                    failing_since = loop.time()
+                    log.warning("job %s: a chunk's heartbeat failed: %s", self.job_id, exc)
+                renew_at = loop.time() + min(1.0, beat)
+                continue
+            if failing_since is not None:
+                log.warning(
+                    "job %s: a chunk's heartbeat goes on after %.1f s",
+                    self.job_id,
+                    loop.time() - failing_since,
+                )
+                failing_since = None
+
+    async def _keep_pace(self) -> None:
+        assert self.gateway is not None
+        pace = job_pace(
+            spec=self.spec, observed=self.gateway.observed(), items=self.claim.job.items_remaining
+        )
+        if not pace.rate and not self.pace.rate and not self.claim.job.pace:
+            return  # no limits seen: the kind's own pace stands
+        if not pace.differs_from(self.pace) and self.claim.job.pace:
+            return
+        self.pace = pace
+        self.claim.job.pace = pace.as_json()
+        await _in_database_thread(_store_pace)(job_id=self.job_id, pace=pace)
+        if self.claiming and pace.slots > self.slots:
+            self.gateway.grow_in_flight(pace.slots)
+            self.slots = pace.slots
+            self.wake.set()  # room for more items now
+
+    async def _renew_and_look(self) -> None:
+        await _in_database_thread(item_renew_leases)(job_id=self.job_id, token=self.token)
+        live = await _in_database_thread(_live_chunks)(job_id=self.job_id, now=timezone.now())
+        rank = live.index(self.token) if self.token in live else 0
+        if rank >= self.pace.chunks and self.claiming:
+            log.info("job %s: a chunk beyond its pace finishes what it holds", self.job_id)
+            self.claiming = False
+        if rank == 0 and len(live) < self.pace.chunks:
+            # Off the database thread: asking the broker may take seconds when it is down,
+            # and the chunk's ledger rows and outcomes must not wait for that.
+            await sync_to_async(_top_up_from_chunk, thread_sensitive=False)(job_id=self.job_id)
+
+
+def _store_pace(*, job_id: int, pace: Pace) -> None:
+    Job.objects.filter(pk=job_id).update(pace=pace.as_json())
+
+
+def _top_up_from_chunk(*, job_id: int) -> None:
+    try:
+        job = Job.objects.filter(pk=job_id, status__in=ACTIVE).first()
+        if job is not None:
+            job_top_up(job=job, spec=get_kind(job.kind), now=timezone.now())
     finally:
-        # Outcomes first (a parked job's finished items count), then the leases' heartbeat.
-        await recorder.close()
-        heartbeat.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await heartbeat
-        # The recording thread's connection belongs to this chunk; close it rather than leak
-        # one per chunk (and PostgreSQL test databases refuse to drop with one open).
-        await sync_to_async(connections.close_all)()
+        connection.close()  # a thread of the loop's pool: its connection goes with the call
 
 
 def _run_in_own_loop(make: Callable[[], Awaitable[Any]]) -> Any:

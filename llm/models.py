@@ -170,6 +170,10 @@ class Job(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     resume_at = models.DateTimeField(null=True, blank=True)  # when waiting for quota
     last_error = models.TextField(blank=True)
+    # How the job runs, as its chunks last measured it (llm/jobs.py, Pace): chunks at once,
+    # requests in flight per chunk, the rate the model's limits allow and its latency. Empty
+    # until a chunk has seen answers: the kind's own chunks and concurrency until then.
+    pace = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-pk"]

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Page, Paginator
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from core import access
@@ -127,6 +129,8 @@ def _job_context(request: HttpRequest, job_id: int) -> dict[str, Any]:
         "failures": failures,
         "items": page,
         "with_failures": job.status == JobStatus.DONE and job.items_failed > 0,
+        "now": timezone.now(),
+        "sweep_seconds": settings.LLM_JOB_SWEEP_SECONDS,
         "can_retry": job.status != JobStatus.CANCELLED
         and (job.items_failed > 0 or job.status == JobStatus.WAITING_FOR_QUOTA),
     }

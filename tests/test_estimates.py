@@ -43,7 +43,7 @@ def within_ten_percent(estimated: int, observed: int) -> bool:
 @pytest.fixture
 def world(fake, settings, tmp_path, monkeypatch, root):  # noqa: F811 (fixture)
     monkeypatch.setattr(run_job_chunk, "delay_on_commit", lambda job_id: None)
-    monkeypatch.setattr(run_job_chunk, "apply_async", lambda args, countdown: None)
+    monkeypatch.setattr(run_job_chunk, "apply_async", lambda args, countdown=None, **options: None)
     settings.MEDIA_ROOT = str(tmp_path / "media")
     settings.LLM_MODEL_GENERATION = settings.LLM_MODEL_GUARD = MODEL
     settings.LLM_MODEL_RUBRICS = MODEL

@@ -43,6 +43,14 @@ def sent(monkeypatch) -> list[int]:
         "delay_on_commit",
         lambda job_id: transaction.on_commit(lambda: calls.append(job_id)),
     )
+    # A worker's sends (a chunk's successor, the sweep's) are caught too.
+    monkeypatch.setattr(
+        run_job_chunk,
+        "apply_async",
+        lambda args, countdown=None, **options: (
+            calls.append(args[0]) if countdown is None else None
+        ),
+    )
     return calls
 
 

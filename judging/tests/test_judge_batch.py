@@ -28,7 +28,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def world(fake_llm: FakeLLM, monkeypatch):  # noqa: F811 (the imported fixture)
     monkeypatch.setattr(run_job_chunk, "delay_on_commit", lambda job_id: None)
-    monkeypatch.setattr(run_job_chunk, "apply_async", lambda args, countdown: None)
+    monkeypatch.setattr(run_job_chunk, "apply_async", lambda args, countdown=None, **options: None)
     model = EvaluatedModel.objects.create(name="model-a")
     responses = [
         Response.objects.create(

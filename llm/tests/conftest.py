@@ -124,8 +124,14 @@ def sent(monkeypatch) -> list[int]:
         "delay_on_commit",
         lambda job_id: transaction.on_commit(lambda: calls.append(job_id)),
     )
-    # A chunk task due later (a job whose items wait on a batch): not sent either.
-    monkeypatch.setattr(run_job_chunk, "apply_async", lambda args, countdown: None)
+
+    def apply_async(args: tuple[int], countdown: float | None = None, **options: object) -> None:
+        # A worker's sends (a chunk's successor, the sweep's) are caught with the others; a
+        # chunk task due later (a job whose items wait on a batch) is not sent either.
+        if countdown is None:
+            calls.append(args[0])
+
+    monkeypatch.setattr(run_job_chunk, "apply_async", apply_async)
     return calls
 
 

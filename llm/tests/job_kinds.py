@@ -8,8 +8,12 @@ import zlib
 from decimal import Decimal
 from typing import Any
 
-from llm.gateway import Gateway, QuotaExhausted
+from asgiref.sync import sync_to_async
+from pydantic import BaseModel
+
+from llm.gateway import Gateway, ModelConfig, QuotaExhausted
 from llm.jobs import ItemDeferred, ItemFailed, ItemResult, current_item, register_kind
+from llm.models import Job
 
 
 async def echo(gateway: Gateway, payload: dict[str, Any]) -> ItemResult:
@@ -68,3 +72,46 @@ async def waits(gateway: Gateway, payload: dict[str, Any]) -> ItemResult:
 
 
 register_kind("test.waits", waits, chunk_size=10, concurrency=10)
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+def _job_params(job_id: int) -> dict[str, Any]:
+    return Job.objects.values_list("params", flat=True).get(pk=job_id)
+
+
+def _job_active(job_id: int) -> bool:
+    return Job.objects.filter(pk=job_id, status__in=("queued", "running")).exists()
+
+
+async def llm(gateway: Gateway, payload: dict[str, Any]) -> ItemResult:
+    """One structured call to the fake Gemini server (GEMINI_BASE_URL), as a stage makes it:
+    a read of the database before (the stage's setup) and one after (its writing back), the
+    model limited to the job's `rpm` requests a minute (0: none)."""
+    context = current_item.get()
+    params = await sync_to_async(_job_params)(context.job_id)
+    model = ModelConfig(
+        name="gemini-jobs",
+        provider="gemini",
+        model="gemini-2.5-flash",
+        price_input_per_million=Decimal("1"),
+        price_output_per_million=Decimal("10"),
+        requests_per_minute=int(params.get("rpm", 0)),
+    )
+    call = await gateway.call_structured(
+        model,
+        prompt=[f"Item {payload['n']}: answer."],
+        schema=Answer,
+        stage="test.llm",
+        fresh=context.fresh,
+        job_id=context.job_id,
+    )
+    if not call.ok:
+        raise ItemFailed(f"{call.outcome}: {call.error}", call)
+    await sync_to_async(_job_active)(context.job_id)
+    return ItemResult.of_calls({"n": payload["n"]}, call)
+
+
+register_kind("test.llm", llm, chunk_size=10, concurrency=8)

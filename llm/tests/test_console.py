@@ -42,6 +42,14 @@ def sent(monkeypatch) -> list[int]:
         transaction.on_commit(lambda: calls.append(job_id))
 
     monkeypatch.setattr(run_job_chunk, "delay_on_commit", delay_on_commit)
+    # A worker's sends (a chunk's successor, the sweep's) are caught too.
+    monkeypatch.setattr(
+        run_job_chunk,
+        "apply_async",
+        lambda args, countdown=None, **options: (
+            calls.append(args[0]) if countdown is None else None
+        ),
+    )
     return calls
 
 

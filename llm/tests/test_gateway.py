@@ -462,4 +462,5 @@ def test_the_settings_gateway_uses_the_environment_and_the_redis_bucket(
         level = float(bucket.hget("llm:bucket:gemini-test:req", "level"))
     finally:
         bucket.close()
-    assert 58.9 <= level <= 59.1  # one request taken from the shared bucket
+    # One request taken from the shared bucket, which holds a second's worth of 60 a minute.
+    assert level == 0
