@@ -4,8 +4,8 @@ against `leaderboard()` on the database DATABASE_URL selects, after bench/genera
     DATABASE_URL=sqlite:////abs/x.sqlite3 .venv/bin/python bench/audit_leaderboard_cost.py \\
         [--pairs 1000] [--agree 0.85] [--repeat 5]
 
-It draws an audit of --pairs pairs (judging.spot_checks.audit_draw, no second grades), grades
-each with the judge's own verdict, changed to another one at random on 1 - --agree of them (a
+It draws an audit of --pairs pairs (judging.spot_checks.audit.audit_draw, no second grades),
+grades each with the judge's own verdict, changed to another one at random on 1 - --agree of them (a
 bench user "bench-auditor" grades), then times both boards of the first judge warm, with and
 without the audit, and prints the medians, the queries and each model's corrected Gamut score
 beside the judge's. It refuses a database that already has audit pairs unless --reset-audit
@@ -34,9 +34,10 @@ from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from judging.leaderboard import leaderboard  # noqa: E402
+from judging.leaderboard.board import leaderboard  # noqa: E402
 from judging.models import Judge, Setting, SpotCheck, Verdict  # noqa: E402
-from judging.spot_checks import GRADES, audit_draw  # noqa: E402
+from judging.spot_checks.audit import audit_draw  # noqa: E402
+from judging.spot_checks.services import GRADES  # noqa: E402
 
 
 def _timed(repeat: int, **kwargs) -> tuple[float, int, object]:

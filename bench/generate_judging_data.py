@@ -29,13 +29,13 @@ What it writes (defaults, about 1.8 million verdicts):
     unchanged check of an edited rubric has the same key and verdict in both versions, as
     verdict_find's reuse leaves it;
   * one ResponseTierCount row per (judge, response, rubric version, tier) that has a verdict,
-    with the counts of each verdict: exactly the rows judging.services.verdict_record would
+    with the counts of each verdict: exactly the rows judging.verdicts.services.verdict_record would
     have left after recording the same verdicts one by one.
 
 The image, candidate, question and rubric rows go in with bulk_create. The verdicts and the
 counts, which verdict_record cannot write at this size, go in with one executemany per block
 on SQLite and COPY on PostgreSQL, in the same transaction as everything else; keys are
-judging.services.verdict_key of each verdict's judge, template and what its prompt shows.
+judging.verdicts.services.verdict_key of each verdict's judge, template and what its prompt shows.
 
 It refuses to run when the database has final questions or judging rows already, unless
 --reset is given: --reset empties the judging tables (TRUNCATE on PostgreSQL, deletes on
@@ -95,7 +95,7 @@ from judging.models import (  # noqa: E402
     Verdict,
     VerdictValue,
 )
-from judging.services import verdict_key  # noqa: E402
+from judging.verdicts.services import verdict_key  # noqa: E402
 from rubrics.models import Rubric, RubricCheck, RubricVersion, Stage  # noqa: E402
 
 SOURCE_PREFIX = "bench-judging-"

@@ -184,8 +184,8 @@ def edit_round(stage: str, percent: float, seed: int) -> int:
 
 def run_judge(conf: Any) -> tuple[int, float, float, Any]:
     """Launch the judge over everything and drain it in-process: (calls, wall, cpu, job)."""
-    from judging.llm_jobs import judge_launch
     from judging.models import Judge
+    from judging.runs.llm_jobs import judge_launch
     from llm import jobs
     from llm.gateway import Gateway
     from llm.models import Job, LedgerEntry
@@ -237,7 +237,7 @@ def main() -> None:
     django.setup()
     from django.core.management import call_command
 
-    from judging.llm_jobs import CALLS_PER_RESPONSE, JUDGE
+    from judging.runs.llm_jobs import CALLS_PER_RESPONSE, JUDGE
     from llm.gateway import GatewaySettings
     from llm.jobs import get_kind
     from llm.tasks import run_job_chunk

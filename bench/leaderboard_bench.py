@@ -5,7 +5,7 @@ both give the same scores.
 
 Run it on a database that bench/generate_judging_data.py filled. It measures:
 
-  leaderboard  judging.leaderboard.leaderboard() for every judge and both settings, as the
+  leaderboard  judging.leaderboard.board.leaderboard() for every judge and both settings, as the
                page computes them (audit=True): rows, tier scores, bootstrap intervals, the
                breakdowns by domain and popularity, the paired comparisons, and the scores
                corrected by the random human audit (PPI++, from the audited pairs only).
@@ -17,8 +17,8 @@ Run it on a database that bench/generate_judging_data.py filled. It measures:
   loop         the independent computation: one query fetching every verdict with its model,
                setting, question, rubric version and tier, counted in a plain Python loop
                (only the verdicts of each question's final version, the latest frozen one),
-               then judging/scoring.py's response_score and model_score per (model, setting),
-               and per domain and popularity band. It reads no ResponseTierCount row.
+               then judging/verdicts/scoring.py's response_score and model_score per (model,
+               setting), and per domain and popularity band. It reads no ResponseTierCount row.
 
 It prints both times and their ratio, and compares the two computations for every (judge,
 setting, model): the Gamut score x100, the three tier scores and every breakdown cell to
@@ -54,7 +54,7 @@ from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 from annotation.models import FinalQuestion  # noqa: E402
-from judging.leaderboard import Leaderboard, leaderboard  # noqa: E402
+from judging.leaderboard.board import Leaderboard, leaderboard  # noqa: E402
 from judging.models import (  # noqa: E402
     EvaluatedModel,
     Judge,
@@ -63,7 +63,7 @@ from judging.models import (  # noqa: E402
     Setting,
     Verdict,
 )
-from judging.scoring import (  # noqa: E402
+from judging.verdicts.scoring import (  # noqa: E402
     DEFAULT_SETTINGS,
     FAILED,
     TIERS,

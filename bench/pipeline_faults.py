@@ -307,7 +307,7 @@ def construction(run: Run, key: str, user: Any) -> Any:
 
 
 def judging(run: Run, what: str, data: dict[str, Any], user: Any) -> Any:
-    from judging.views_runs import run_estimate, run_launch
+    from judging.runs.services import run_estimate, run_launch
 
     data = {"ids": None, "fresh": False, **data}
     est = run_estimate(what, data)

@@ -1,7 +1,7 @@
 """The 95% interval width of a PPI++-corrected Gamut score at several audit sizes, on generated
 data shaped like bench/generate_judging_data.py's (1,813 questions of 35 checks, about half
 met), with a judge that agrees with people on a share of the checks and leans lenient on the
-rest. Pure: no database; it calls judging/ppi.py, what the leaderboard calls.
+rest. Pure: no database; it calls judging/leaderboard/ppi.py, what the leaderboard calls.
 
     .venv/bin/python bench/ppi_widths.py [--pairs 200 500 1000] [--agree 0.85] [--trials 20]
 
@@ -26,8 +26,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gamut_site.settings")
 
-from judging.ppi import AuditedQuestion, all_scores, question_counts  # noqa: E402
-from judging.scoring import DEFAULT_SETTINGS, TIERS, response_score  # noqa: E402
+from judging.leaderboard.ppi import AuditedQuestion, all_scores, question_counts  # noqa: E402
+from judging.verdicts.scoring import DEFAULT_SETTINGS, TIERS, response_score  # noqa: E402
 
 VERDICTS = ("meets", "partially_meets", "missing", "contradicts")
 

@@ -121,7 +121,9 @@ WSGI_APPLICATION = "gamut_site.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # The site's own templates, then each capability package's (judging/leaderboard/templates,
+        # ...): a package keeps its pages beside its views.
+        "DIRS": [BASE_DIR / "templates", *sorted(BASE_DIR.glob("*/*/templates"))],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

@@ -17,12 +17,14 @@ from annotation import (
     views_training,
 )
 from gamut_site import docs
-from judging import api as judging_api
-from judging import views as judging_views
-from judging import views_analysis as results_views
-from judging import views_checks as judging_checks
-from judging import views_runs as judging_runs
-from judging import views_spot as judging_spot
+from judging.checks import api as checks_api
+from judging.checks import views as checks_views
+from judging.leaderboard import api as leaderboard_api
+from judging.leaderboard import views as leaderboard_views
+from judging.runs import api as runs_api
+from judging.runs import views as runs_views
+from judging.spot_checks import api as spot_checks_api
+from judging.spot_checks import views as spot_checks_views
 from llm import api as llm_api
 from llm import views as llm_views
 from rubrics import api as rubrics_api
@@ -74,7 +76,7 @@ urlpatterns = [
     ),
     path("rubrics/", rubric_views.queue, name="rubrics_queue"),
     path("rubrics/claim/", rubric_views.claim, name="rubrics_claim"),
-    path("rubrics/checks/", judging_checks.flagged_checks, name="flagged_checks"),
+    path("rubrics/checks/", checks_views.flagged_checks, name="flagged_checks"),
     path("rubrics/<int:rubric_id>/", rubric_views.history, name="rubric_history"),
     path("rubrics/versions/<int:version_id>/", rubric_views.workspace, name="rubric_workspace"),
     path(
@@ -118,24 +120,24 @@ urlpatterns = [
     path("jobs/<int:job_id>/retry/", llm_views.job_retry, name="job_retry"),
     path("jobs/<int:job_id>/items/<int:item_id>/", llm_views.job_item, name="job_item"),
     path("prompts/", llm_views.prompt_list, name="prompts"),
-    path("leaderboard/", judging_views.leaderboard_page, name="leaderboard"),
-    path("judging/runs/", judging_runs.runs_page, name="judging_runs"),
-    path("judging/runs/estimate/", judging_runs.runs_estimate, name="judging_runs_estimate"),
-    path("judging/runs/launch/", judging_runs.runs_launch, name="judging_runs_launch"),
-    path("judging/spot-checks/", judging_spot.grade_page, name="spot_checks"),
+    path("leaderboard/", leaderboard_views.leaderboard_page, name="leaderboard"),
+    path("judging/runs/", runs_views.runs_page, name="judging_runs"),
+    path("judging/runs/estimate/", runs_views.runs_estimate, name="judging_runs_estimate"),
+    path("judging/runs/launch/", runs_views.runs_launch, name="judging_runs_launch"),
+    path("judging/spot-checks/", spot_checks_views.grade_page, name="spot_checks"),
     path(
         "judging/spot-checks/<int:spot_check_id>/",
-        judging_spot.grade_submit,
+        spot_checks_views.grade_submit,
         name="spot_check_grade",
     ),
-    path("judging/spot-checks/results/", judging_spot.results_page, name="spot_check_results"),
-    path("judging/spot-checks/quality/", judging_spot.quality_page, name="judge_quality"),
-    path("leaderboard/settings/", results_views.settings_page, name="results_settings"),
-    path("leaderboard/judges/", results_views.judges_page, name="results_judges"),
-    path("leaderboard/questions/", results_views.questions_page, name="results_questions"),
+    path("judging/spot-checks/results/", spot_checks_views.results_page, name="spot_check_results"),
+    path("judging/spot-checks/quality/", spot_checks_views.quality_page, name="judge_quality"),
+    path("leaderboard/settings/", leaderboard_views.settings_page, name="results_settings"),
+    path("leaderboard/judges/", leaderboard_views.judges_page, name="results_judges"),
+    path("leaderboard/questions/", leaderboard_views.questions_page, name="results_questions"),
     path(
         "leaderboard/questions/<str:source_id>/",
-        results_views.question_page,
+        leaderboard_views.question_page,
         name="results_question",
     ),
     # API
@@ -174,20 +176,20 @@ urlpatterns = [
         "api/audits/rounds/<int:audit_id>/", api_training.round_audit_give, name="api_round_audit"
     ),
     path("api/benchmark/export/", rubrics_api.benchmark_export, name="api_benchmark_export"),
-    path("api/leaderboard/", judging_api.leaderboard_detail, name="api_leaderboard"),
-    path("api/checks/flagged/", judging_api.flagged_checks, name="api_flagged_checks"),
+    path("api/leaderboard/", leaderboard_api.leaderboard_detail, name="api_leaderboard"),
+    path("api/checks/flagged/", checks_api.flagged_checks, name="api_flagged_checks"),
     path(
         "api/spot-checks/agreement/",
-        judging_api.spot_check_agreement,
+        spot_checks_api.spot_check_agreement,
         name="api_spot_check_agreement",
     ),
-    path("api/spot-checks/audit/", judging_api.audit_detail, name="api_audit"),
-    path("api/spot-checks/quality/", judging_api.quality_detail, name="api_judge_quality"),
-    path("api/leaderboard/settings/", judging_api.settings_detail, name="api_results_settings"),
-    path("api/leaderboard/judges/", judging_api.judges_detail, name="api_results_judges"),
+    path("api/spot-checks/audit/", spot_checks_api.audit_detail, name="api_audit"),
+    path("api/spot-checks/quality/", spot_checks_api.quality_detail, name="api_judge_quality"),
+    path("api/leaderboard/settings/", leaderboard_api.settings_detail, name="api_results_settings"),
+    path("api/leaderboard/judges/", leaderboard_api.judges_detail, name="api_results_judges"),
     path(
         "api/leaderboard/questions/<str:source_id>/",
-        judging_api.question_detail,
+        leaderboard_api.question_detail,
         name="api_results_question",
     ),
     path("api/jobs/", llm_api.job_list, name="api_jobs"),
@@ -197,10 +199,8 @@ urlpatterns = [
     path("api/jobs/<int:job_id>/", llm_api.job_detail, name="api_job"),
     path("api/jobs/<int:job_id>/cancel/", llm_api.job_cancel, name="api_job_cancel"),
     path("api/jobs/<int:job_id>/retry/", llm_api.job_retry, name="api_job_retry"),
-    path(
-        "api/judging/runs/estimate/", judging_api.run_estimate_view, name="api_judging_run_estimate"
-    ),
-    path("api/judging/runs/launch/", judging_api.run_launch_view, name="api_judging_run_launch"),
+    path("api/judging/runs/estimate/", runs_api.run_estimate_view, name="api_judging_run_estimate"),
+    path("api/judging/runs/launch/", runs_api.run_launch_view, name="api_judging_run_launch"),
     # The rubric workspace's edits (the draft's revision is the optimistic lock).
     path("api/rubrics/claim/", rubrics_api.workspace_claim, name="api_rubric_claim"),
     path(

@@ -7,4 +7,4 @@ class JudgingConfig(AppConfig):
 
     def ready(self) -> None:
         # Registers the collection and judge job kinds, in web processes and workers alike.
-        from . import llm_batch, llm_jobs  # noqa: F401
+        from .runs import llm_batch, llm_jobs  # noqa: F401

@@ -13,7 +13,7 @@ from rubrics.demo import DEMO_SOURCE_ID
 from rubrics.services import final_version
 
 from .models import EvaluatedModel, Judge, Response, Setting
-from .services import Given, verdicts_record
+from .verdicts.services import Given, verdicts_record
 
 MODELS = {
     "demo-model-a": "A cappuccino: a shot of espresso topped with steamed milk and a thick layer "

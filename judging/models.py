@@ -1,7 +1,7 @@
 """Stage 3: the evaluated models' responses, the judges' verdicts, and per-tier verdict counts.
 
 Scores come from SQL over `ResponseTierCount`, not from loops over `Verdict` rows
-(../shared/DESIGN.md, Performance). `judging.services.verdict_record` is the only writer of
+(../shared/DESIGN.md, Performance). `judging.verdicts.services.verdict_record` is the only writer of
 both, and keeps them in step in one transaction.
 
 Changed checks. A rubric version's checks are rows of that version: an edited rubric is a new
@@ -21,7 +21,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from .scoring import ScoringSettings, SettingsInvalid
+from .verdicts.scoring import ScoringSettings, SettingsInvalid
 
 
 class Setting(models.TextChoices):
@@ -155,7 +155,7 @@ COUNT_FIELD = {
 class ScoringConfig(models.Model):
     """The benchmark's scoring settings (section 4 of the rubric method): lambda, mu and the
     tier weights. One row (pk 1), edited by admins; every leaderboard and table reads it through
-    `judging.services.scoring_settings`. Without the row, the method's defaults apply."""
+    `judging.verdicts.services.scoring_settings`. Without the row, the method's defaults apply."""
 
     partial_credit = models.FloatField("lambda (credit of partially meets)", default=0.5)
     mu = models.FloatField("mu (score of contradicts)", default=-2.0)

@@ -164,9 +164,9 @@ def _file_chunks(path: Path):
 
 def inspect_config() -> dict[str, Any]:
     """What the exported task needs of the platform: its prompts and scoring settings."""
-    from judging.llm_jobs import ANSWER_PROMPT, judge_template
     from judging.models import Setting
-    from judging.services import scoring_settings
+    from judging.runs.llm_jobs import ANSWER_PROMPT, judge_template
+    from judging.verdicts.services import scoring_settings
     from llm.prompts import load_prompt
 
     head, middle, tail = judge_template().parts()

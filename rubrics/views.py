@@ -28,7 +28,7 @@ from annotation.views import single_keys
 from core import access
 from core.errors import DomainError
 from core.http import refuse
-from judging.check_report import check_report
+from judging.checks.report import check_report
 from judging.models import Judge, Setting
 
 from . import services
@@ -86,7 +86,7 @@ def history(request: HttpRequest, rubric_id: int) -> HttpResponse:
     if old is not None and new is not None:
         rows = {v.pk: list(v.checks.all()) for v in (old, new)}
         diff = services.version_diff(rows[old.pk], rows[new.pk])
-    # What the results say of this rubric's final checks (judging/check_info.py), under the
+    # What the results say of this rubric's final checks (judging/checks/info.py), under the
     # first judge in the multimodal setting, when there is one.
     judge = Judge.objects.order_by("name").first()
     flagged = check_report(judge, Setting.MULTIMODAL, rubric_id=rubric.pk) if judge else None

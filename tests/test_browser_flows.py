@@ -364,8 +364,8 @@ def test_leaderboard_after_a_rubric_round_says_what_waits_and_launches_the_re_ju
 
     from judging.models import EvaluatedModel, Judge
     from judging.models import Response as ModelResponse
-    from judging.services import verdict_record
     from judging.tests.conftest import add_checks, final_checks, make_question
+    from judging.verdicts.services import verdict_record
     from llm.models import Job, LLMModel
     from llm.tasks import run_job_chunk
     from rubrics.models import RubricVersion

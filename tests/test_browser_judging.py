@@ -7,9 +7,9 @@ import pytest
 from playwright.sync_api import expect
 
 from judging.models import EvaluatedModel, Judge, Response, SpotCheck
-from judging.services import verdict_record
-from judging.spot_checks import spot_checks_draw
+from judging.spot_checks.services import spot_checks_draw
 from judging.tests.conftest import final_checks, make_question
+from judging.verdicts.services import verdict_record
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -63,7 +63,7 @@ def test_an_audit_pair_is_graded_twice_with_the_keyboard_by_two_people(
     """The random audit on the same page and keys: dave grades an audit pair that is to be
     graded twice; root, the second grader, is told so, sees neither the judge's verdict nor
     dave's grade or note, and grades it with the keyboard too."""
-    from judging.spot_checks import audit_draw
+    from judging.spot_checks.audit import audit_draw
 
     judge = Judge.objects.create(name="judge-a")
     model = EvaluatedModel.objects.create(name="model-a")

@@ -17,7 +17,7 @@ from django.core.management import CommandError, call_command
 from django.db import connections, transaction
 
 from annotation.models import Candidate, CandidateOrigin, FinalQuestion
-from judging.leaderboard import leaderboard
+from judging.leaderboard.board import leaderboard
 from judging.models import Judge, Response, Verdict
 from llm import jobs
 from llm.demo import DEMO_EVALUATED_MODEL, DEMO_JUDGE, DEMO_STAGE_MODELS
@@ -172,7 +172,7 @@ def test_every_stage_runs_to_its_end_on_the_demo_provider(demo):
         "demo-judge-llm",
     }
     # The demo judge is not taken for the demo model's own judge (no self-preference).
-    from judging.reports import _own_models
+    from judging.leaderboard.reports import _own_models
 
     assert DEMO_EVALUATED_MODEL not in _own_models([judge]).get(DEMO_JUDGE, [])
 

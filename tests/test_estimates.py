@@ -18,8 +18,8 @@ from annotation import services as review
 from annotation.importing import images_import, manifest_parse
 from annotation.models import Candidate, FinalQuestion
 from conftest import png_bytes
-from judging import llm_jobs as judging_jobs
 from judging.models import EvaluatedModel, Judge, Response
+from judging.runs import llm_jobs as judging_jobs
 from llm import launchers
 from llm.models import LLMModel
 from llm.tasks import run_job_chunk

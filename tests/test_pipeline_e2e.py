@@ -29,9 +29,9 @@ from annotation import services as review
 from annotation.importing import images_import, manifest_parse
 from annotation.models import Candidate, CandidateOrigin, CandidateStatus, FinalQuestion
 from conftest import png_bytes
-from judging import llm_jobs as judging_jobs
-from judging.leaderboard import leaderboard
+from judging.leaderboard.board import leaderboard
 from judging.models import EvaluatedModel, Judge, Response, Verdict
+from judging.runs import llm_jobs as judging_jobs
 from llm import jobs
 from llm.fencing import outside_fences
 from llm.models import Job, JobStatus, LLMModel

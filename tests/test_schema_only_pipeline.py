@@ -23,8 +23,8 @@ from annotation.importing import images_import, manifest_parse
 from annotation.llm_jobs import GuardOutput, guard_problems
 from annotation.models import Candidate, FinalQuestion
 from conftest import png_bytes
-from judging import llm_jobs as judging_jobs
 from judging.models import EvaluatedModel, Judge, Response, Verdict
+from judging.runs import llm_jobs as judging_jobs
 from llm import schemas
 from llm.models import Job, JobStatus, LedgerEntry, LLMModel
 from llm.tests.conftest import Harness, sent  # noqa: F401 (fixture)

@@ -244,9 +244,9 @@ def test_load_demo_is_idempotent(capsys):
 
 
 def test_load_demo_gives_the_result_pages_demo_answers_and_verdicts(capsys):
-    from judging.leaderboard import leaderboard
+    from judging.leaderboard.board import leaderboard
     from judging.models import Judge, Response, Verdict
-    from judging.spot_checks import disagreements
+    from judging.spot_checks.services import disagreements
 
     call_command("load_demo")
     assert "demo answers and verdicts created" in capsys.readouterr().out

@@ -1,5 +1,5 @@
-"""judging/analysis.py: hand-worked examples and independent computations (scipy's Kendall tau-b,
-numpy means), then properties (hypothesis). No database."""
+"""judging/leaderboard/analysis.py: hand-worked examples and independent computations (scipy's
+Kendall tau-b, numpy means), then properties (hypothesis). No database."""
 
 import itertools
 import math
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from judging.analysis import (
+from judging.leaderboard.analysis import (
     LABELS,
     VERDICTS,
     JudgeRef,
@@ -33,7 +33,10 @@ scipy_stats = pytest.importorskip("scipy.stats")
 
 
 def test_the_module_imports_no_django():
-    code = "import sys, judging.analysis; print(any(m.startswith('django') for m in sys.modules))"
+    code = (
+        "import sys, judging.leaderboard.analysis; "
+        "print(any(m.startswith('django') for m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -13,13 +13,12 @@ from django.utils import timezone
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-from judging.leaderboard import leaderboard
+from judging.leaderboard.board import leaderboard
 from judging.models import EvaluatedModel, Judge, Response, Verdict
-from judging.services import verdict_record
+from judging.tests.conftest import add_checks, final_checks, make_question
+from judging.verdicts.services import verdict_record
 from llm.models import LLMModel
 from rubrics.models import RubricVersion
-
-from .conftest import add_checks, final_checks, make_question
 
 pytestmark = pytest.mark.django_db
 
@@ -253,7 +252,7 @@ def test_settings_page_table_chart_and_csv(client, root, world):
 
 
 def _leaderboard_queries(judge, setting="multimodal") -> int:
-    """What one leaderboard costs (judging/leaderboard.py pins its own count)."""
+    """What one leaderboard costs (judging/leaderboard/board.py pins its own count)."""
     with CaptureQueriesContext(connection) as queries:
         leaderboard(judge=judge, setting=setting)
     return len(queries)
@@ -639,8 +638,8 @@ def test_api_is_in_the_openapi_schema(root):
 
 
 def test_reports_take_the_benchmark_scoring_settings(judge, respond):
-    from judging import reports
-    from judging.scoring import ScoringSettings
+    from judging.leaderboard import reports
+    from judging.verdicts.scoring import ScoringSettings
 
     question = make_question("q1", tiers=("answer_critical",))
     response = respond(question)

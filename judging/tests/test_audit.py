@@ -12,23 +12,20 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from judging import judge_quality as quality
-from judging.judge_quality import judge_quality, measures
-from judging.leaderboard import EXPORT_COLUMNS, leaderboard
+from judging.leaderboard.board import EXPORT_COLUMNS, leaderboard
 from judging.models import Judge, SpotCheck
-from judging.services import verdict_record
-from judging.spot_checks import (
+from judging.spot_checks import judge_quality as quality
+from judging.spot_checks.audit import allocate, audit_draw, audit_progress
+from judging.spot_checks.judge_quality import judge_quality, measures
+from judging.spot_checks.services import (
     SpotCheckError,
-    allocate,
-    audit_draw,
-    audit_progress,
     spot_check_claim,
     spot_check_grade,
     spot_check_progress,
     spot_checks_draw,
 )
-
-from .conftest import final_checks, make_question
+from judging.tests.conftest import final_checks, make_question
+from judging.verdicts.services import verdict_record
 
 pytestmark = pytest.mark.django_db
 

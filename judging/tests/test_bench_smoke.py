@@ -11,12 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from judging.leaderboard import _response_scores, leaderboard
+from judging.leaderboard.board import _response_scores, leaderboard
 from judging.models import Judge, Response, ResponseTierCount, Verdict
-from judging.scoring import TIERS, ScoringSettings, Unscorable, response_score
-from judging.services import verdict_record
-
-from .conftest import final_checks, make_question
+from judging.tests.conftest import final_checks, make_question
+from judging.verdicts.scoring import TIERS, ScoringSettings, Unscorable, response_score
+from judging.verdicts.services import verdict_record
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 if str(BENCH) not in sys.path:

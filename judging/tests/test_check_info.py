@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from django.urls import reverse
 
-from judging.check_info import DISAGREED, MET_BY_ALL, MET_BY_NONE, check_information
-from judging.check_report import check_report
+from judging.checks.info import DISAGREED, MET_BY_ALL, MET_BY_NONE, check_information
+from judging.checks.report import check_report
 from judging.models import Judge
-from judging.services import verdict_record
 from judging.tests.conftest import final_checks, make_question
+from judging.verdicts.services import verdict_record
 
 SKILL = {"m1": 0.9, "m2": 0.7, "m3": 0.5, "m4": 0.3, "m5": 0.1}
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from judging.comparisons import holm, minimum_detectable_difference, paired, pairwise
+from judging.leaderboard.comparisons import holm, minimum_detectable_difference, paired, pairwise
 
 nan = float("nan")
 
@@ -80,8 +80,8 @@ def three_models(judge, respond):
     """model-a meets every check; model-b and model-c meet the first of two checks on every
     question but one, where they differ by one check: a is ahead, b and c cannot be told
     apart. The text-only answers of model-a meet half the checks."""
-    from judging.services import verdict_record
     from judging.tests.conftest import final_checks, make_question
+    from judging.verdicts.services import verdict_record
 
     questions = [make_question(f"pq{i}", tiers=("answer_critical", "valuable")) for i in range(12)]
     plan = {
@@ -107,7 +107,7 @@ def three_models(judge, respond):
 
 
 def test_the_board_compares_every_pair_and_marks_ties(judge, three_models):
-    from judging.leaderboard import leaderboard
+    from judging.leaderboard.board import leaderboard
 
     board = leaderboard(judge=judge, setting="multimodal")
     assert [r.model for r in board.rows][0] == "model-a"
@@ -151,7 +151,7 @@ def test_the_page_json_csv_and_api_show_the_comparisons(client, root, judge, thr
 
 
 def test_the_cost_of_visual_identification_as_a_paired_difference(judge, three_models):
-    from judging.reports import settings_report
+    from judging.leaderboard.reports import settings_report
 
     row = next(r for r in settings_report(judge)["rows"] if r["model"] == "model-a")
     # Multimodal: every question 1. Text-only: one check of two met, alternating which:

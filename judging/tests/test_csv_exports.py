@@ -9,9 +9,8 @@ from django.urls import reverse
 
 from judging.csv_export import csv_cell, csv_response
 from judging.models import Judge
-from judging.services import verdict_record
-
-from .conftest import final_checks, make_question
+from judging.tests.conftest import final_checks, make_question
+from judging.verdicts.services import verdict_record
 
 pytestmark = pytest.mark.django_db
 

@@ -10,9 +10,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from judging.models import Response
-from judging.services import verdict_record
-
-from .conftest import final_checks, make_question
+from judging.tests.conftest import final_checks, make_question
+from judging.verdicts.services import verdict_record
 
 pytestmark = pytest.mark.django_db
 

@@ -9,10 +9,11 @@ from decimal import Decimal
 
 import pytest
 
-from judging import llm_batch, llm_jobs
-from judging.leaderboard import leaderboard
+from judging.leaderboard.board import leaderboard
 from judging.models import EvaluatedModel, Judge, Response, Verdict
+from judging.runs import llm_batch, llm_jobs
 from judging.tests.conftest import make_question
+from judging.tests.test_llm_jobs import checked_text, verdicts_by_check
 from llm import jobs
 from llm.jobs import JobError
 from llm.models import ItemStatus, JobItem, LedgerEntry, LLMModel
@@ -20,8 +21,6 @@ from llm.tasks import run_job_chunk
 from llm.tests.conftest import Harness
 from tests.fake_llm import FakeLLM, Recorded, Reply, fake_llm  # noqa: F401 (fixture)
 from tests.test_worker import celery_app, redis_url, stop  # noqa: F401 (fixtures)
-
-from .test_llm_jobs import checked_text, verdicts_by_check
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

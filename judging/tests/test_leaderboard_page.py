@@ -12,9 +12,9 @@ from django.http import QueryDict
 from django.urls import reverse
 
 from judging.models import Judge
-from judging.services import verdict_record
+from judging.runs.views import JudgeForm
 from judging.tests.conftest import final_checks, make_question
-from judging.views_runs import JudgeForm
+from judging.verdicts.services import verdict_record
 from llm.models import LLMModel
 
 pytestmark = pytest.mark.django_db

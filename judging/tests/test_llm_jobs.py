@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from judging import llm_jobs
-from judging.leaderboard import leaderboard
+from judging.leaderboard.board import leaderboard
 from judging.models import EvaluatedModel, Judge, Response, ResponseTierCount, Verdict
+from judging.runs import llm_jobs
 from judging.tests.conftest import add_checks, make_question
 from llm import jobs
 from llm.fencing import FENCE_NOTE, fenced_texts, outside_fences
@@ -224,7 +224,7 @@ def test_judge_calls_once_per_check_with_a_shared_prefix_and_scores(judged_setup
     [row] = board.rows
     assert row.scored == 2 and row.failed == 0
     # meets, partially, contradicts on AC/V/C tiers of the fixture: same score for both.
-    from judging.scoring import response_score
+    from judging.verdicts.scoring import response_score
 
     expected = response_score(
         {
@@ -426,8 +426,8 @@ def test_the_judge_estimate_counts_the_calls_then_made_after_a_one_check_edit(ju
 
 def test_every_value_a_judge_template_shows_is_in_the_verdict_key():
     # Fails when a judge template (any version) shows a value the key leaves out: add it to
-    # KEY_INPUTS and judging.services.judge_inputs first.
-    from judging.services import KEY_INPUTS
+    # KEY_INPUTS and judging.verdicts.services.judge_inputs first.
+    from judging.verdicts.services import KEY_INPUTS
     from llm.prompts import all_prompts
 
     templates = [p for p in all_prompts() if p.name == llm_jobs.JUDGE_PROMPT]

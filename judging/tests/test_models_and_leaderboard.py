@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from judging.leaderboard import bootstrap_interval, bootstrap_intervals, leaderboard
+from judging.leaderboard.board import bootstrap_interval, bootstrap_intervals, leaderboard
 from judging.models import Judge, ResponseTierCount, Verdict
-from judging.services import (
+from judging.tests.conftest import add_checks, final_checks, make_question
+from judging.verdicts.services import (
     JudgingError,
     judge_inputs,
     verdict_find,
@@ -17,8 +18,6 @@ from judging.services import (
     verdict_record,
 )
 from rubrics.models import RubricVersion
-
-from .conftest import add_checks, final_checks, make_question
 
 pytestmark = pytest.mark.django_db
 

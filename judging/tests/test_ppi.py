@@ -1,5 +1,5 @@
-"""Scores corrected by the audit (judging/ppi.py): a hand-computed case, ppi_py's own results on
-the same samples, and the interval's coverage on generated data with a lenient judge."""
+"""Scores corrected by the audit (judging/leaderboard/ppi.py): a hand-computed case, ppi_py's own
+results on the same samples, and the interval's coverage on generated data with a lenient judge."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
-from judging.ppi import (
+from judging.leaderboard.ppi import (
     VERDICT_INDEX,
     AuditedQuestion,
     corrected,
@@ -20,7 +20,7 @@ from judging.ppi import (
     question_counts,
     rectifier_spread,
 )
-from judging.scoring import DEFAULT_SETTINGS, TIERS, response_score, tier_score
+from judging.verdicts.scoring import DEFAULT_SETTINGS, TIERS, response_score, tier_score
 
 Q1 = AuditedQuestion(
     judge={1: ("answer_critical", "meets"), 2: ("valuable", "meets")},

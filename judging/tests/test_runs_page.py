@@ -7,10 +7,9 @@ from django.test import Client
 from django.urls import reverse
 
 from judging.models import EvaluatedModel, Judge, Response
+from judging.tests.conftest import make_question
 from llm.models import Job, LLMModel
 from llm.tasks import run_job_chunk
-
-from .conftest import make_question
 
 pytestmark = pytest.mark.django_db
 

@@ -54,7 +54,7 @@ def records() -> list[dict]:
 
 
 def independent(lam=0.5, mu=-2.0, weights=WEIGHT) -> dict[tuple[str, str], dict]:
-    """The spec's formulas written out again, sharing no code with judging.scoring."""
+    """The spec's formulas written out again, sharing no code with judging.verdicts.scoring."""
     value = {**VALUE, "partially_meets": lam, "contradicts": mu}
     per_pair: dict[tuple[str, str], list[tuple[float, dict]]] = {}
     for (_, model, setting), tiers in DATA.items():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from judging.scoring import (
+from judging.verdicts.scoring import (
     FAILED,
     MISSING,
     ResponseScore,
@@ -202,9 +202,9 @@ def test_the_module_imports_no_django():
     import ast
     from pathlib import Path
 
-    import judging.scoring
+    import judging.verdicts.scoring
 
-    tree = ast.parse(Path(judging.scoring.__file__).read_text())
+    tree = ast.parse(Path(judging.verdicts.scoring.__file__).read_text())
     modules = {
         alias.name
         for node in ast.walk(tree)

@@ -7,7 +7,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from judging.scoring import (
+from judging.verdicts.scoring import (
     TIERS,
     VERDICTS,
     ScoringSettings,

@@ -11,9 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from judging.models import Judge, ScoringConfig, SpotCheck
-from judging.scoring import DEFAULT_SETTINGS
-from judging.services import scoring_settings, verdict_record
-from judging.spot_checks import (
+from judging.spot_checks.services import (
     SpotCheckError,
     disagreements,
     judge_agreement,
@@ -21,8 +19,9 @@ from judging.spot_checks import (
     spot_check_grade,
     spot_checks_draw,
 )
-
-from .conftest import final_checks, make_question
+from judging.tests.conftest import final_checks, make_question
+from judging.verdicts.scoring import DEFAULT_SETTINGS
+from judging.verdicts.services import scoring_settings, verdict_record
 
 pytestmark = pytest.mark.django_db
 

@@ -14,10 +14,10 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from annotation.models import FinalQuestion, Image, ImportBatch
-from judging.leaderboard import leaderboard
-from judging.llm_jobs import judge_template
+from judging.leaderboard.board import leaderboard
 from judging.models import EvaluatedModel, Judge, Response
-from judging.services import verdict_record
+from judging.runs.llm_jobs import judge_template
+from judging.verdicts.services import verdict_record
 from llm.fencing import fenced_texts
 from rubrics.hf_export import DATA_FILE, FENCING_SOURCE, content_hash_of
 from rubrics.models import Rubric, RubricCheck, RubricVersion

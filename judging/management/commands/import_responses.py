@@ -4,7 +4,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.importing import ImportProblems, problems_shown
-from judging.importing import responses_import, responses_parse
+from judging.runs.importing import responses_import, responses_parse
 
 
 class Command(BaseCommand):

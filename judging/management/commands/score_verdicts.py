@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 
 from django.core.management.base import BaseCommand, CommandParser, DjangoHelpFormatter
 
-from judging.scoring import (
+from judging.verdicts.scoring import (
     MISSING,
     TIERS,
     VERDICTS,

@@ -172,13 +172,13 @@ class Command(BaseCommand):
         except jobs.JobError as exc:
             raise _refuse(str(exc)) from exc
 
-    # --- judging runs: judging/views_runs.py, as the runs page --------------------------------
+    # --- judging runs: judging/runs/services.py, as the runs page ----------------------------
 
     def _judging(self, options: dict[str, Any], user: User | None) -> Job | None:
         from django import forms
 
         from judging.models import EvaluatedModel, Judge, Setting
-        from judging.views_runs import question_ids, run_estimate, run_launch
+        from judging.runs.services import question_ids, run_estimate, run_launch
 
         what = options["stage"]
         if options["domain"] or options["state"]:

@@ -1,0 +1,326 @@
+"""The result pages, for admins: the leaderboard, and the analyses beside it (multimodal against
+text-only, judges compared, and one question's responses and verdicts). Each has
+`?format=csv|json` exports; the analyses' JSON is the API's (judging/leaderboard/api.py), built
+once in judging/leaderboard/reports.py."""
+
+from __future__ import annotations
+
+import math
+
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from annotation.models import FinalQuestion
+from core import access
+
+from ..csv_export import csv_response
+from ..models import Judge, Setting
+from ..verdicts.services import scoring_settings
+from . import reports
+from .analysis import LABELS
+from .board import COMPARISON_COLUMNS, EXPORT_COLUMNS, board_as_dict, leaderboard
+
+QUESTIONS_PER_PAGE = 100
+
+
+def _chart(value: float | None) -> dict:
+    """A Gamut x100 in [-100, 100] as a bar from the middle of a 0..100 track."""
+    if value is None:
+        return {"bar": 0, "negative": False}
+    return {"bar": round(abs(value) / 2), "negative": value < 0}
+
+
+def _matrix(board) -> list[dict]:
+    """The significance grid: a row per model (ranked), a cell per other model with the
+    paired difference (row minus column), shaded by its size when Holm-significant."""
+    by_pair = {}
+    for pair in board.comparisons:
+        by_pair[(pair.a, pair.b)] = (pair, 1)
+        by_pair[(pair.b, pair.a)] = (pair, -1)
+    grid = []
+    for row in board.rows:
+        cells = []
+        for column in board.rows:
+            if column.model == row.model:
+                cells.append({"self": True})
+                continue
+            pair, sign = by_pair[(row.model, column.model)]
+            difference = None if pair.difference is None else sign * pair.difference
+            if difference is None or not pair.significant:
+                shade = "same"
+            else:
+                shade = ("better" if difference > 0 else "worse") + (
+                    "-strong" if abs(difference) >= 10 else ""
+                )
+            cells.append(
+                {"difference": difference, "p": pair.p_holm, "shade": shade, "model": column.model}
+            )
+        grid.append({"model": row.model, "cells": cells})
+    return grid
+
+
+@access.role_required(access.ADMIN)
+def leaderboard_page(request: HttpRequest) -> HttpResponse:
+    judges = list(Judge.objects.order_by("name"))
+    judge = next(
+        (j for j in judges if j.name == request.GET.get("judge")), judges[0] if judges else None
+    )
+    setting = request.GET.get("setting", Setting.MULTIMODAL)
+    if setting not in Setting.values:
+        setting = Setting.MULTIMODAL
+    scoring = scoring_settings()
+    board = (
+        leaderboard(judge=judge, setting=setting, settings=scoring, audit=True) if judge else None
+    )
+    export = request.GET.get("format")
+    if export in ("csv", "json") and board is None:
+        return HttpResponse("No judge yet.", status=404, content_type="text/plain")
+    if export == "json":
+        return JsonResponse(board_as_dict(board))
+    if export == "csv":
+        table = request.GET.get("table", "rows")
+        if table not in ("rows", "comparisons"):
+            return HttpResponse(
+                "table must be rows or comparisons", status=400, content_type="text/plain"
+            )
+        if table == "comparisons":
+            return csv_response(
+                f"leaderboard-{board.judge}-{board.setting}-comparisons",
+                COMPARISON_COLUMNS,
+                [pair.as_dict() for pair in board.comparisons],
+            )
+        return csv_response(
+            f"leaderboard-{board.judge}-{board.setting}",
+            EXPORT_COLUMNS,
+            [row.as_dict() for row in board.rows],
+        )
+    if board:
+        for row in board.rows:
+            row.chart = _chart(row.gamut)
+            if row.low is not None:
+                row.chart["ci_low"] = round(50 + row.low / 2, 1)
+                row.chart["ci_high"] = round(50 + row.high / 2, 1)
+    return render(
+        request,
+        "judging/leaderboard/leaderboard.html",
+        {
+            "matrix": _matrix(board) if board else [],
+            "judges": judges,
+            "judge": judge,
+            "setting": setting,
+            "settings": Setting.choices,
+            "board": board,
+            "scoring": scoring,
+            "rejudge": _rejudge(judge, setting, board) if board else None,
+        },
+    )
+
+
+def _rejudge(judge: Judge, setting: str, board) -> dict | None:
+    """After a rubric round the responses wait for verdicts on the new final versions, and the
+    board shows them as pending: say so, and offer the judging job with its estimate here."""
+    pending = sum(row.pending for row in board.rows)
+    if not pending:
+        return None
+    out: dict = {
+        "pending": pending,
+        "estimate": None,
+        "error": "",
+        "can_launch": judge.llm_model_id is not None,
+    }
+    if out["can_launch"]:
+        from llm.jobs import JobError
+
+        from ..runs.services import run_estimate  # the judging console's own estimate
+
+        try:
+            out["estimate"] = run_estimate(
+                "judge",
+                {"judge": judge, "models": [], "settings": [setting], "ids": None, "batch": False},
+            )
+        except JobError as exc:
+            out["error"] = str(exc)
+    return out
+
+
+# --- the analyses beside the leaderboard -----------------------------------------------------
+
+
+def _pick(judges: list[Judge], name: str | None, default: Judge | None) -> Judge | None:
+    return next((j for j in judges if j.name == name), default)
+
+
+def _setting(request: HttpRequest) -> str:
+    setting = request.GET.get("setting", Setting.MULTIMODAL)
+    return setting if setting in Setting.values else Setting.MULTIMODAL
+
+
+def _no_judge() -> HttpResponse:
+    return HttpResponse("No judge yet.", status=404, content_type="text/plain")
+
+
+def _bar(value: float | None) -> dict:
+    """A Gamut x100 in [-100, 100] as a bar from the middle of a 0..100 track (as on the
+    leaderboard)."""
+    if value is None:
+        return {"bar": 0, "negative": False, "value": None}
+    return {"bar": round(abs(value) / 2, 1), "negative": value < 0, "value": value}
+
+
+@access.role_required(access.ADMIN)
+def settings_page(request: HttpRequest) -> HttpResponse:
+    judges = list(Judge.objects.order_by("name"))
+    judge = _pick(judges, request.GET.get("judge"), judges[0] if judges else None)
+    export = request.GET.get("format")
+    if judge is None:
+        if export in ("csv", "json"):
+            return _no_judge()
+        return render(request, "judging/leaderboard/settings.html", {"judges": judges})
+    report = reports.settings_report(judge)
+    if export == "json":
+        return JsonResponse(report)
+    if export == "csv":
+        return csv_response(f"settings-{judge.name}", reports.SETTINGS_COLUMNS, report["rows"])
+    for row in report["rows"]:
+        row["bars"] = [(label, _bar(row[value])) for value, label in Setting.choices]
+    return render(
+        request,
+        "judging/leaderboard/settings.html",
+        {
+            "judges": judges,
+            "judge": judge,
+            "report": report,
+        },
+    )
+
+
+@access.role_required(access.ADMIN)
+def judges_page(request: HttpRequest) -> HttpResponse:
+    judges = list(Judge.objects.order_by("name"))
+    setting = _setting(request)
+    judge_a = _pick(judges, request.GET.get("a"), judges[0] if judges else None)
+    judge_b = _pick(judges, request.GET.get("b"), next((j for j in judges if j != judge_a), None))
+    export = request.GET.get("format")
+    if export in ("csv", "json") and not judges:
+        return _no_judge()
+    report = reports.judges_report(setting=setting, judge_a=judge_a, judge_b=judge_b)
+    if export == "json":
+        return JsonResponse(report)
+    if export == "csv":
+        table = request.GET.get("table", "scores")
+        if table not in reports.JUDGES_TABLES:
+            return HttpResponse(
+                f"table must be one of {', '.join(reports.JUDGES_TABLES)}",
+                status=400,
+                content_type="text/plain",
+            )
+        columns, rows = reports.judges_table(report, table)
+        return csv_response(f"judges-{setting}-{table}", columns, rows)
+    for row in report["scores"]:
+        row["bars"] = [(j, _bar(row["scores"][j])) for j in report["judges"]]
+    matrix = report["confusion"]
+    if matrix:
+        # Each cell shaded in five steps of its count against the largest, as a heatmap.
+        most = max((n for counts in matrix["counts"] for n in counts), default=0) or 1
+        matrix["rows"] = [
+            (
+                label,
+                [(col, n, math.ceil(5 * n / most)) for col, n in zip(LABELS, counts, strict=True)],
+            )
+            for label, counts in zip(LABELS, matrix["counts"], strict=True)
+        ]
+    return render(
+        request,
+        "judging/leaderboard/judges.html",
+        {
+            "judges": judges,
+            "setting": setting,
+            "settings": Setting.choices,
+            "judge_a": judge_a,
+            "judge_b": judge_b,
+            "report": report,
+            "tables": reports.JUDGES_TABLES,
+        },
+    )
+
+
+# Each verdict's mark in the heatmap, beside its colour, so that it reads without colour too.
+VERDICT_MARKS = (
+    ("meets", "✓"),
+    ("partially_meets", "½"),
+    ("missing", "○"),
+    ("contradicts", "✗"),
+    ("failed", "!"),
+)
+
+
+@access.role_required(access.ADMIN)
+def questions_page(request: HttpRequest) -> HttpResponse:
+    """The final questions, to reach each one's results; `q` filters by source id, entity or
+    wording."""
+    query = request.GET.get("q", "").strip()
+    questions = (
+        FinalQuestion.objects.select_related("image")
+        .annotate(n_responses=Count("responses"))
+        .order_by("image__source_id")
+    )
+    if query:
+        questions = questions.filter(
+            Q(image__source_id__icontains=query)
+            | Q(image__entity__icontains=query)
+            | Q(text__icontains=query)
+        )
+    page = Paginator(questions, QUESTIONS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "judging/leaderboard/questions.html", {"page": page, "query": query})
+
+
+@access.role_required(access.ADMIN)
+def question_page(request: HttpRequest, source_id: str) -> HttpResponse:
+    try:
+        question = reports.question_for(source_id)
+    except FinalQuestion.DoesNotExist as exc:
+        raise Http404("no final question for this image") from exc
+    report = reports.question_report(
+        question, image_url=request.build_absolute_uri(reports.image_url_for(source_id))
+    )
+    export = request.GET.get("format")
+    if export == "json":
+        return JsonResponse(report)
+    if export == "csv":
+        return csv_response(
+            f"question-{source_id}", reports.QUESTION_COLUMNS, reports.question_table(report)
+        )
+    checks = {c["check_id"]: c for c in report["checks"]}
+    # The heatmap: one row per check, one column per (response, judge), each cell a verdict.
+    columns = [(r, j) for r in report["responses"] for j in report["judges"]]
+    given = [{e["check_id"]: e["judges"] for e in r["verdicts"]} for r in report["responses"]]
+    heatmap = [
+        (
+            check,
+            [
+                given[i].get(check["check_id"], {}).get(j)
+                for i, _ in enumerate(report["responses"])
+                for j in report["judges"]
+            ],
+        )
+        for check in report["checks"]
+    ]
+    for response in report["responses"]:
+        response["rows"] = [
+            (checks[entry["check_id"]], [(j, entry["judges"].get(j)) for j in report["judges"]])
+            for entry in response["verdicts"]
+        ]
+        response["score_list"] = [(j, response["scores"][j]) for j in report["judges"]]
+    return render(
+        request,
+        "judging/leaderboard/question.html",
+        {
+            "report": report,
+            "question": question,
+            "heatmap": heatmap,
+            "columns": columns,
+            "verdict_marks": VERDICT_MARKS,
+        },
+    )

@@ -1,0 +1,163 @@
+"""Judging runs (admins): launch response collection and judge jobs, with an estimate of the
+calls, tokens and cost first. The jobs then run and are watched in the job console (/jobs/).
+
+Each view checks the role, validates its form, calls at most one service, renders. Estimate
+and launch read the same form, so what is launched is what was estimated (the launch form
+carries the estimated fields back as hidden inputs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from core import access
+from core.errors import Unavailable
+from llm.jobs import JobError
+from llm.launchers import parse_ids
+from llm.models import Job, Provider
+
+from ..models import EvaluatedModel, Judge, Setting
+from . import llm_jobs
+from .services import question_ids, run_estimate, run_launch
+
+RECENT_JOBS = 20
+
+
+class _Scoped(forms.Form):
+    ids = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Only these images (source ids, one per line; empty: every final question)",
+    )
+    fresh = forms.BooleanField(
+        required=False, label="Fresh calls (ignore the ledger's cache and earlier verdicts)"
+    )
+
+    def clean_ids(self) -> list[int] | None:
+        return question_ids(parse_ids(self.cleaned_data.get("ids") or ""))
+
+
+class CollectForm(_Scoped):
+    model = forms.ModelChoiceField(
+        EvaluatedModel.objects.filter(llm_model__isnull=False),
+        label="Evaluated model",
+        empty_label=None,
+    )
+    setting = forms.ChoiceField(choices=Setting.choices)
+
+
+class JudgeForm(_Scoped):
+    judge = forms.ModelChoiceField(Judge.objects.filter(llm_model__isnull=False), empty_label=None)
+    models = forms.ModelMultipleChoiceField(
+        EvaluatedModel.objects.all(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Models (none ticked: all)",
+    )
+    settings = forms.MultipleChoiceField(
+        choices=Setting.choices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Settings (none ticked: both)",
+    )
+    batch = forms.BooleanField(
+        required=False,
+        label="Through Gemini's Batch API (half the price; results within a "
+        "day, polled every LLM_BATCH_POLL_SECONDS)",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        judge = data.get("judge")
+        if (
+            data.get("batch")
+            and judge is not None
+            and judge.llm_model is not None
+            and judge.llm_model.provider != Provider.GEMINI
+        ):
+            raise forms.ValidationError(
+                f"The Batch API is Gemini's; {judge.name} calls "
+                f"{judge.llm_model.name} ({judge.llm_model.provider})."
+            )
+        return data
+
+
+FORMS: dict[str, type[_Scoped]] = {"collect": CollectForm, "judge": JudgeForm}
+
+
+def _context(forms_: dict[str, _Scoped] | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "collect_form": (forms_ or {}).get("collect") or CollectForm(prefix="collect"),
+        "judge_form": (forms_ or {}).get("judge") or JudgeForm(prefix="judge"),
+        "evaluated": EvaluatedModel.objects.select_related("llm_model"),
+        "judges": Judge.objects.select_related("llm_model"),
+        "recent": Job.objects.filter(kind__in=[llm_jobs.COLLECT, llm_jobs.JUDGE])
+        .select_related("launched_by")
+        .order_by("-pk")[:RECENT_JOBS],
+        **extra,
+    }
+
+
+def _bound(request: HttpRequest) -> tuple[str, _Scoped]:
+    what = request.POST.get("what", "")
+    if what not in FORMS:
+        what = "collect"
+    return what, FORMS[what](request.POST, prefix=what)
+
+
+@access.role_required(access.ADMIN)
+@require_GET
+def runs_page(request: HttpRequest) -> HttpResponse:
+    return render(request, "judging/runs/runs.html", _context())
+
+
+@access.role_required(access.ADMIN)
+@require_POST
+def runs_estimate(request: HttpRequest) -> HttpResponse:
+    """The estimate and a Launch button (htmx: the estimate partial of that form)."""
+    what, form = _bound(request)
+    est: dict[str, Any] = {
+        "what": what,
+        "form": form,
+        "error": "",
+        "estimate": None,
+        # The launch form sends back exactly what was estimated.
+        "carry": [
+            (key, value)
+            for key in request.POST
+            if key != "csrfmiddlewaretoken"
+            for value in request.POST.getlist(key)
+        ],
+    }
+    if form.is_valid():
+        try:
+            est["estimate"] = run_estimate(what, form.cleaned_data)
+        except JobError as exc:
+            est["error"] = str(exc)
+    if request.htmx:
+        return render(request, "judging/runs/runs.html#estimate", {"est": est})
+    return render(request, "judging/runs/runs.html", _context({what: form}, est=est))
+
+
+@access.role_required(access.ADMIN)
+@require_POST
+def runs_launch(request: HttpRequest) -> HttpResponse:
+    what, form = _bound(request)
+    if not form.is_valid():
+        return render(request, "judging/runs/runs.html", _context({what: form}), status=400)
+    try:
+        job = run_launch(user=request.user, what=what, data=form.cleaned_data)
+    except JobError as exc:
+        messages.error(request, str(exc))
+        return redirect("judging_runs")
+    except Unavailable as exc:
+        messages.error(request, exc.message)
+        return render(request, "judging/runs/runs.html", _context({what: form}), status=exc.status)
+    messages.success(request, f"Job {job.pk} launched with {job.items_total} item(s).")
+    return redirect("job", job_id=job.pk)
