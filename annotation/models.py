@@ -526,8 +526,8 @@ class Preference(models.Model):
         return f"preferences of {self.user_id}"
 
 
-# Training and audits (their own module; imported here so that they are this app's models).
-from .quality_models import (  # noqa: E402, F401
+# Training and audits (training/models.py; imported here so that they are this app's models).
+from .training.models import (  # noqa: E402, F401
     AuditVerdict,
     GoldItem,
     GoldReview,

@@ -14,8 +14,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from .models import Adjudication, Decision, Review
-from .services import normalize_text
+from ..candidates import normalize_text
+from ..models import Adjudication, Decision, Review
 
 DECISIONS = tuple(Decision.values)
 

@@ -12,8 +12,8 @@ from django.core.cache import cache
 
 from llm.models import Job
 
+from ..models import AuditEvent, Candidate, CandidateStatus, FinalQuestion
 from . import diversity
-from .models import AuditEvent, Candidate, CandidateStatus, FinalQuestion
 
 SCOPES = {
     "final": "final questions (not dropped)",

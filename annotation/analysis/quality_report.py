@@ -8,7 +8,7 @@ from datetime import date, timedelta
 
 from django.utils import timezone
 
-from .models import AuditVerdict, GoldReview, ReviewAudit
+from ..models import AuditVerdict, GoldReview, ReviewAudit
 
 
 def week_of(moment) -> date:

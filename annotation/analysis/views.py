@@ -1,6 +1,8 @@
-"""The question-diversity page (admins): templates among the final questions beside all
-candidates, per domain, with the largest templates and their examples; `?format=json` (both
-scopes) and `?format=csv&scope=final|candidates&table=domains|templates|guard_prompts`."""
+"""The analyses' pages (admins). /agreement/: the agreement figures, and accuracy on gold and
+audit overturns per annotator and per week. /diversity/: templates among the final questions
+beside all candidates, per domain, with the largest templates and their examples;
+`?format=json` (both scopes) and
+`?format=csv&scope=final|candidates&table=domains|templates|guard_prompts`."""
 
 from __future__ import annotations
 
@@ -10,7 +12,14 @@ from django.shortcuts import render
 from core import access
 from judging.csv_export import csv_response
 
+from .agreement import agreement_report
 from .diversity_report import SCOPES, csv_rows, diversity_report
+from .quality_report import (
+    ANNOTATOR_COLUMNS,
+    WEEK_COLUMNS,
+    quality_report,
+    trend_chart,
+)
 
 TABLES = ("domains", "templates", "guard_prompts")
 
@@ -56,4 +65,36 @@ def diversity_page(request: HttpRequest) -> HttpResponse:
         }
         for scope, report in reports.items()
     ]
-    return render(request, "annotation/diversity.html", {"views": views})
+    return render(request, "annotation/analysis/diversity.html", {"views": views})
+
+
+@access.role_required(access.ADMIN)
+def agreement(request: HttpRequest) -> HttpResponse:
+    """The agreement figures, and accuracy on gold and audit overturns per annotator and per
+    week: `?format=json`, `?format=csv&table=quality|weeks`."""
+    export = request.GET.get("format")
+    if export not in (None, "html", "csv", "json"):
+        return HttpResponse("format must be html, csv or json", status=400)
+    quality = quality_report()
+    if export == "json":
+        return JsonResponse(quality, json_dumps_params={"indent": 1})
+    if export == "csv":
+        table = request.GET.get("table", "quality")
+        if table not in ("quality", "weeks"):
+            return HttpResponse("table must be quality or weeks", status=400)
+        if table == "quality":
+            return csv_response("agreement-quality", ANNOTATOR_COLUMNS, quality["annotators"])
+        return csv_response("agreement-weeks", WEEK_COLUMNS, quality["weeks"])
+    report = agreement_report()
+    max_reviews = max((a.reviews for a in report.annotators), default=0) or 1
+    for stats in report.annotators:
+        stats.bar = round(100 * stats.reviews / max_reviews)
+    for pair in report.pairs:
+        # kappa in [-1, 1] drawn as a bar from the middle of the track
+        pair.bar = round(50 * abs(pair.kappa)) if pair.kappa is not None else 0
+        pair.negative = pair.kappa is not None and pair.kappa < 0
+    return render(
+        request,
+        "annotation/analysis/agreement.html",
+        {"report": report, "quality": quality, "trend": trend_chart(quality["weeks"])},
+    )

@@ -28,6 +28,7 @@ from django.conf import settings
 from core.errors import InvalidInput
 from core.text import SOURCE_ID_MAX, clean_source_id, clean_text
 
+from ..models import Image, Popularity
 from .importing import (
     CHUNK,
     IMAGE_FORMATS,
@@ -41,7 +42,6 @@ from .importing import (
     problems_shown,
     upload_within_cap,
 )
-from .models import Image, Popularity
 
 DATASET = "crag-mm"
 DEFAULT_LICENSE = "cc-by-nc-4.0"  # the dataset card's licence, when the folder has no README
@@ -612,7 +612,7 @@ def crag_mm_import(
 def domain_mapping() -> dict[str, str]:
     """The admin's table: CRAG-MM label (compared by `label_key`) -> our domain, '' to leave
     the label out."""
-    from .models import DomainMapping
+    from ..models import DomainMapping
 
     return {
         label_key(label): domain
@@ -720,3 +720,25 @@ def crag_mm_from_upload(
         return UploadOutcome(plan=plan, lines=lines, result=result)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def crag_mm_outcome(data, files, *, actor, source: str) -> dict:
+    outcome = crag_mm_from_upload(
+        files.getlist("shards"),
+        entities=files.get("entities"),
+        split=data.get("split") or "validation",
+        revision=(data.get("revision") or "").strip()[:100],
+        dry_run=str(data.get("dry_run", "")).lower() in ("1", "true", "on", "yes"),
+        actor=actor,
+        source=source,
+    )
+    return {
+        "dry_run": outcome.result is None,
+        "summary": outcome.lines,
+        "imported": outcome.result.imported if outcome.result else [],
+        "skipped": outcome.result.skipped if outcome.result else [],
+        "to_import": len(outcome.plan.entries),
+        "needs_entity": outcome.plan.needs_entity,
+        "url_only": len(outcome.plan.url_only),
+        "left_out": sum(outcome.plan.left_out.values()) + sum(outcome.plan.unmapped.values()),
+    }

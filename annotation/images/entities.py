@@ -4,12 +4,13 @@ CRAG-MM publishes no ground-truth entity: an import without an entities file lea
 entity empty and unconfirmed. This job asks a model for the entity from the photo, the row's
 query and its answer (structured: entity, popularity or unknown, a short reason). The proposal
 is written on the image, still unconfirmed; an annotator then confirms or corrects it
-(services.image_entity_confirm, page /entities/), and only then does the image go on to
+(images/services.py, page /entities/), and only then does the image go on to
 generation and review.
 
-Idempotency as in llm_jobs.py: applying an item writes a marker event (`llm.propose_entity`, on
-the image, data `{"job", "item", "result"}`) in the transaction that writes the proposal, with
-the image row locked; a redelivered item finds it and returns what the first delivery did.
+Idempotency as in questions/llm_jobs.py: applying an item writes a marker event
+(`llm.propose_entity`, on the image, data `{"job", "item", "result"}`) in the transaction that
+writes the proposal, with the image row locked; a redelivered item finds it and returns what the
+first delivery did.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from llm.launchers import register_launcher
 from llm.models import Job, LLMModel
 from llm.prompts import load_prompt
 
-from .crag_mm import DATASET
-from .llm_jobs import (
+from ..candidates import ENTITY_MAX
+from ..models import AuditEvent, Image
+from ..questions.llm_jobs import (
     Setup,
     _failed,
     _image_input,
@@ -43,8 +45,7 @@ from .llm_jobs import (
     configured_model,
     image_domains,
 )
-from .models import AuditEvent, Image
-from .services import ENTITY_MAX
+from .crag_mm import DATASET
 
 PROPOSE = "annotation.propose_entity"
 MARKER = "llm.propose_entity"

@@ -42,7 +42,7 @@ from PIL import UnidentifiedImageError
 from core.errors import InvalidInput, TooLarge
 from core.text import clean_source_id, clean_text
 
-from .models import (
+from ..models import (
     AuditEvent,
     Candidate,
     CandidateOrigin,
@@ -53,7 +53,7 @@ from .models import (
 
 REQUIRED = ("source_id", "image", "entity", "domain", "popularity")
 OPTIONAL = ("egocentric", "candidates")
-MAX_CANDIDATE = 2000  # as a review's revision (annotation.services.MAX_TEXT)
+MAX_CANDIDATE = 2000  # as a review's revision (annotation.candidates.MAX_TEXT)
 Progress = Callable[[Iterable], Iterable]
 
 # Pillow's format -> the stored file's extension. MPO is how Pillow names the JPEG that many

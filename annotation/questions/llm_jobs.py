@@ -41,8 +41,16 @@ from llm.models import ItemStatus, Job, JobItem, LLMModel
 from llm.prompts import Prompt, load_prompt
 from llm.schemas import names, one_each
 
-from .models import AuditEvent, Candidate, CandidateOrigin, CandidateStatus, FinalQuestion, Image
-from .services import final_question_promote, normalize_text
+from ..candidates import normalize_text
+from ..models import (
+    AuditEvent,
+    Candidate,
+    CandidateOrigin,
+    CandidateStatus,
+    FinalQuestion,
+    Image,
+)
+from .services import final_question_promote
 
 GENERATE = "annotation.generate"
 GUARD = "annotation.guard"
@@ -397,7 +405,7 @@ def overrepresented_templates() -> list[dict[str, Any]]:
     """The largest templates of the final questions now (the diversity report's), as the guard
     is given them: fixed at launch in the job's params, so every item of a job, redelivered or
     not, is sent the same list."""
-    from .diversity_report import diversity_report
+    from ..analysis.diversity_report import diversity_report
 
     report = diversity_report("final", top=OVERREPRESENTED_TOP)
     total = report["overall"]["questions"]

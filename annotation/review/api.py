@@ -6,33 +6,27 @@ from __future__ import annotations
 
 import uuid
 
-from django.db.models import Count, Prefetch, Q
+from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
 from django.utils.crypto import salted_hmac
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.decorators import api_view, parser_classes
-from rest_framework.parsers import MultiPartParser
+from rest_framework.decorators import api_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core import access
 from core.http import ErrorSerializer, rendered
-from core.middleware import takes_upload
 
-from . import services
-from .importing import MAX_PROBLEMS_SHOWN, ImportProblems, import_from_upload, read_manifest
-from .models import (
+from ..candidates import MAX_SECONDS, MAX_TEXT, Claimed
+from ..models import (
     REASON_KEYS,
     Candidate,
-    CandidateStatus,
     Decision,
-    Image,
-    ImportBatch,
     Review,
-    image_status,
     status_visible_to,
 )
+from . import services
 
 
 class ImageRefSerializer(serializers.Serializer):
@@ -96,22 +90,6 @@ class AdjudicationOutSerializer(serializers.Serializer):
     new_candidate = serializers.IntegerField(allow_null=True)
 
 
-class ImportResultSerializer(serializers.Serializer):
-    imported = serializers.ListField(child=serializers.CharField())
-    skipped = serializers.ListField(child=serializers.CharField())
-
-
-class ImportErrorsSerializer(serializers.Serializer):
-    detail = serializers.CharField()
-    field = serializers.CharField(required=False)
-    errors = serializers.ListField(
-        child=serializers.CharField(),
-        required=False,
-        help_text=f"The first {MAX_PROBLEMS_SHOWN} problems, a line's as 'line N: ...'.",
-    )
-    more = serializers.IntegerField(required=False, help_text="How many problems are not listed.")
-
-
 # The request bodies are validated by these serializers (so the schema says what is accepted),
 # then by the services, which also serve the pages and commands (the rules between fields:
 # revise needs a text, accept needs an acceptance).
@@ -120,7 +98,7 @@ class ReviewInSerializer(serializers.Serializer):
     revised_text = serializers.CharField(
         required=False,
         allow_blank=True,
-        max_length=services.MAX_TEXT,
+        max_length=MAX_TEXT,
         help_text="required for revise, refused otherwise",
     )
     reasons = serializers.ListField(
@@ -130,7 +108,7 @@ class ReviewInSerializer(serializers.Serializer):
         required=False, allow_blank=True, max_length=services.MAX_COMMENT
     )
     seconds = serializers.IntegerField(
-        required=False, allow_null=True, min_value=0, max_value=services.MAX_SECONDS
+        required=False, allow_null=True, min_value=0, max_value=MAX_SECONDS
     )
     submission_key = serializers.UUIDField(
         required=False,
@@ -148,14 +126,14 @@ class AdjudicationInSerializer(serializers.Serializer):
     revised_text = serializers.CharField(
         required=False,
         allow_blank=True,
-        max_length=services.MAX_TEXT,
+        max_length=MAX_TEXT,
         help_text="required for revise: one annotator's revision or the adjudicator's own",
     )
     comment = serializers.CharField(
         required=False, allow_blank=True, max_length=services.MAX_COMMENT
     )
     seconds = serializers.IntegerField(
-        required=False, allow_null=True, min_value=0, max_value=services.MAX_SECONDS
+        required=False, allow_null=True, min_value=0, max_value=MAX_SECONDS
     )
 
 
@@ -171,19 +149,7 @@ class CandidateDetailSerializer(serializers.Serializer):
     reviews = ReviewOutSerializer(many=True, help_text="only the reviews you may see")
 
 
-class ImageDetailSerializer(serializers.Serializer):
-    source_id = serializers.CharField()
-    entity = serializers.CharField()
-    domain = serializers.CharField()
-    popularity = serializers.CharField()
-    status = serializers.ChoiceField(
-        choices=["needs_candidates", "in_review", "awaiting_guard", "has_question"]
-    )
-    candidates = serializers.ListField(child=serializers.IntegerField())
-    question = serializers.CharField(allow_null=True)
-
-
-def _image_ref(request: Request, candidate: Candidate) -> dict:
+def image_ref(request: Request, candidate: Candidate) -> dict:
     from django.urls import reverse
 
     image = candidate.image
@@ -195,7 +161,7 @@ def _image_ref(request: Request, candidate: Candidate) -> dict:
     }
 
 
-def _claimed(request: Request, claimed: services.Claimed) -> dict:
+def _claimed(request: Request, claimed: Claimed) -> dict:
     from django.conf import settings
 
     candidate = claimed.candidate
@@ -203,7 +169,7 @@ def _claimed(request: Request, claimed: services.Claimed) -> dict:
         "id": candidate.pk,
         "text": candidate.text,
         "round": candidate.round,
-        "image": _image_ref(request, candidate),
+        "image": image_ref(request, candidate),
         "lease": {
             "expires_at": claimed.expires_at,
             "seconds": int(settings.REVIEW_LEASE.total_seconds()),
@@ -322,97 +288,3 @@ def adjudication_create(request: Request, candidate_id: int) -> Response:
     child = adjudication.candidate.children.order_by("-id").first()
     adjudication.new_candidate = child.pk if child else None
     return rendered(AdjudicationOutSerializer, adjudication, status=status.HTTP_201_CREATED)
-
-
-@extend_schema(
-    summary="An image, its candidates and its question",
-    responses={200: ImageDetailSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
-)
-@api_view(["GET"])
-@access.role_required(access.MEMBER)
-def image_detail(request: Request, source_id: str) -> Response:
-    image = get_object_or_404(
-        Image.objects.with_counts()
-        .annotate(n_gold=Count("candidates", filter=Q(candidates__status=CandidateStatus.GOLD)))
-        .select_related("question"),
-        source_id=source_id,
-    )
-    question = getattr(image, "question", None) if image.has_question else None
-    # A gold item reads as an open candidate to all but admins (status_visible_to), so it
-    # counts as one here too: an image "needing candidates" while listing an open one would
-    # point at it.
-    pending = image.n_pending + (0 if request.user.is_staff else image.n_gold)
-    return rendered(
-        ImageDetailSerializer,
-        {
-            "source_id": image.source_id,
-            "entity": image.entity,
-            "domain": image.domain,
-            "popularity": image.popularity,
-            "status": image_status(
-                n_pending=pending,
-                n_accepted=image.n_accepted,
-                has_question=image.has_question,
-            ),
-            "candidates": list(image.candidates.order_by("id").values_list("id", flat=True)),
-            "question": question.text if question else None,
-        },
-    )
-
-
-@extend_schema(
-    summary="Import images (admins): a JSONL manifest and a zip of the images it names",
-    request={
-        "multipart/form-data": inline_serializer(
-            "ImportUpload",
-            {
-                "manifest": serializers.FileField(),
-                "images": serializers.FileField(required=False),
-            },
-        )
-    },
-    responses={
-        201: ImportResultSerializer,
-        400: ImportErrorsSerializer,
-        403: ErrorSerializer,
-        413: OpenApiResponse(
-            ErrorSerializer,
-            description="the manifest is over IMPORT_MAX_MANIFEST_BYTES, or the body over "
-            "the upload caps (or over 5 MB from anyone but an admin), refused unread",
-        ),
-    },
-)
-@takes_upload("IMPORT_MAX_TOTAL_BYTES", "IMPORT_MAX_MANIFEST_BYTES")
-@api_view(["POST"])
-@parser_classes([MultiPartParser])
-@access.role_required(access.ADMIN, message="Only admins import images.")
-def images_import(request: Request) -> Response:
-    manifest = request.FILES.get("manifest")
-    if manifest is None:
-        missing = "manifest: a JSONL file is required"
-        return import_refused("manifest", [missing], detail=f"{missing}.")
-    try:
-        result = import_from_upload(
-            read_manifest(manifest),
-            request.FILES.get("images"),
-            actor=request.user,
-            source=ImportBatch.Source.API,
-            file_name=manifest.name,
-        )
-    except ImportProblems as exc:
-        return import_refused(None, exc.problems)
-    return rendered(ImportResultSerializer, result, status=status.HTTP_201_CREATED)
-
-
-def import_refused(field: str | None, problems: list, *, detail: str = "") -> Response:
-    """An import's 400, nothing imported: the first MAX_PROBLEMS_SHOWN problems (line-numbered)
-    and how many more; the detail says how many, unless given."""
-    shown = [str(problem) for problem in problems[:MAX_PROBLEMS_SHOWN]]
-    body = {
-        "detail": detail or f"{len(problems)} problem(s); nothing was imported.",
-        "errors": shown,
-        "more": len(problems) - len(shown),
-    }
-    if field:
-        body["field"] = field
-    return rendered(ImportErrorsSerializer, body, status=400)

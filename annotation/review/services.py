@@ -1,6 +1,8 @@
-"""Every write of stage 1 goes through these functions.
+"""The writes of review and adjudication: claims, reviews (with their undo and skip), the pair's
+resolution and the adjudicator's decision. The final questions' writes are in
+questions/services.py, an entity's confirmation in images/services.py.
 
-Each checks the current state inside a transaction and raises a `ReviewError` subclass when
+Each checks the current state inside a transaction and raises a `DomainError` subclass when
 the request is wrong; the web views and the API translate those into messages and status codes.
 The database constraints on `Review` are the last line: if two writers slip past the checks,
 the second insert fails and is reported as a conflict.
@@ -9,9 +11,7 @@ the second insert fails and is reported as a conflict.
 from __future__ import annotations
 
 import logging
-import re
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
@@ -22,11 +22,21 @@ from django.utils import timezone
 
 from core import access
 from core.errors import Conflict, DomainError, InvalidInput, NotAllowed, NotFound
-from core.text import clean_text
 
-from . import gold
-from .models import (
-    REASON_KEYS,
+from ..candidates import (
+    MAX_COMMENT,
+    UNRESOLVED,
+    Claimed,
+    child_candidate,
+    clean_decision,
+    clean_field,
+    clean_reasons,
+    clean_seconds,
+    lock_candidate,
+    normalize_text,
+    set_status,
+)
+from ..models import (
     Adjudication,
     AdjudicationClaim,
     AuditEvent,
@@ -34,185 +44,16 @@ from .models import (
     CandidateOrigin,
     CandidateStatus,
     Decision,
-    FinalQuestion,
-    Image,
-    Preference,
-    QuestionCorrection,
     Review,
     ReviewClaim,
 )
+from ..questions.auto_generation import generate_if_left_without_candidates
+from ..training import gold
 
 log = logging.getLogger(__name__)
 
-MAX_SECONDS = 24 * 3600
-MAX_TEXT = 2000
-MAX_COMMENT = 5000
-ENTITY_MAX = 500  # Image.entity's max_length
-
-
-# A candidate whose reviews may still change: to an annotator, both look alike (blind review).
-UNRESOLVED = (CandidateStatus.OPEN, CandidateStatus.DISPUTED)
-
 # Kept until the in-flight branches are merged: the error classes live in core.errors now.
 ReviewError = DomainError
-
-
-def normalize_text(text: str) -> str:
-    """Two revisions are the same when they differ only in case and spacing."""
-    return re.sub(r"\s+", " ", text).strip().casefold()
-
-
-def _lock_candidate(candidate_id: int) -> Candidate:
-    # select_for_update serializes writers of one candidate on PostgreSQL; on SQLite the
-    # IMMEDIATE transaction already holds the write lock.
-    candidate = Candidate.objects.select_for_update().filter(pk=candidate_id).first()
-    if candidate is None:
-        raise NotFound(f"There is no candidate {candidate_id}.")
-    return candidate
-
-
-def _set_status(
-    candidate: Candidate, new: CandidateStatus, *, actor, reason: str, now: datetime
-) -> None:
-    old = candidate.status
-    resolved_at = (
-        now
-        if new in (CandidateStatus.ACCEPTED, CandidateStatus.DISCARDED, CandidateStatus.REVISED)
-        else None
-    )
-    changed = Candidate.objects.filter(pk=candidate.pk, status=old).update(
-        status=new, resolved_at=resolved_at
-    )
-    if changed != 1:
-        raise Conflict("The candidate changed while you were deciding; reload it.")
-    candidate.status = new
-    candidate.resolved_at = resolved_at
-    AuditEvent.objects.create(
-        actor=actor,
-        action="candidate.status",
-        candidate=candidate,
-        image_id=candidate.image_id,
-        data={"from": old, "to": new, "reason": reason},
-        at=now,
-    )
-
-
-def _generate_if_left_without_candidates(image_id: int) -> None:
-    """Called by the services that resolve a candidate (review, adjudication), last: with
-    LLM_AUTO_GENERATE on, an image that the resolution leaves without candidates gets a
-    generation job once the change commits. Never fails the review: a missing model is logged
-    and skipped, and any other error of the launch is logged by the robust on_commit."""
-    if not getattr(settings, "LLM_AUTO_GENERATE", False):
-        return
-    transaction.on_commit(lambda: _auto_generate(image_id), robust=True)
-
-
-def _auto_generate(image_id: int) -> None:
-    # Lazy: stage-1 services must not depend on the LLM layer when it is unused.
-    from llm.jobs import JobError
-
-    from .llm_jobs import auto_generation_launch
-
-    try:
-        job = auto_generation_launch(image_id=image_id)
-    except JobError as exc:
-        log.warning("auto-generation for image %s skipped: %s", image_id, exc)
-        return
-    if job is not None:
-        log.info("auto-generation for image %s: job %s", image_id, job.pk)
-
-
-# Fields in words for messages a person reads; `field` on the error keeps the input's name.
-FIELD_WORDS = {
-    "revised_text": "The revision",
-    "comment": "The comment",
-    "reason": "The reason",
-    "value": "The new value",
-}
-
-
-def _clean_text(value, field: str, *, required: bool, limit: int = MAX_TEXT) -> str:
-    if required and (value is None or (isinstance(value, str) and not value.strip())):
-        what = FIELD_WORDS.get(field, field)
-        raise InvalidInput(
-            f"{what} is empty: write it, or choose another decision."
-            if field == "revised_text"
-            else f"{what} is required.",
-            field,
-        )
-    return clean_text(value, field, limit=limit, required=required)
-
-
-def _clean_decision(decision) -> str:
-    if decision not in Decision.values:
-        raise InvalidInput(
-            f"Choose a decision: {', '.join(Decision.values)} (the form sent {decision!r}).",
-            "decision",
-        )
-    return decision
-
-
-def _clean_seconds(seconds) -> int | None:
-    if seconds is None or seconds == "":
-        return None
-    if isinstance(seconds, bool):
-        raise InvalidInput("The time spent must be a whole number of seconds.", "seconds")
-    try:
-        value = int(seconds)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput("The time spent must be a whole number of seconds.", "seconds") from exc
-    if not 0 <= value <= MAX_SECONDS:
-        raise InvalidInput(
-            f"The time spent must be between 0 and {MAX_SECONDS} seconds.", "seconds"
-        )
-    return value
-
-
-def _clean_reasons(reasons) -> list[str]:
-    if reasons is None:
-        return []
-    if not isinstance(reasons, list | tuple) or not all(isinstance(r, str) for r in reasons):
-        raise InvalidInput("The reasons must be a list of reason tags.", "reasons")
-    unknown = sorted(set(reasons) - set(REASON_KEYS))
-    if unknown:
-        raise InvalidInput(
-            f"Unknown reason tag {unknown[0]!r}; the tags are {', '.join(REASON_KEYS)}.",
-            "reasons",
-        )
-    return sorted(set(reasons), key=REASON_KEYS.index)
-
-
-def _child_candidate(
-    parent: Candidate, *, text: str, origin: str, author, co_author=None, now: datetime
-) -> Candidate:
-    child = Candidate.objects.create(
-        image_id=parent.image_id,
-        text=text,
-        round=parent.round + 1,
-        parent=parent,
-        origin=origin,
-        author=author,
-        co_author=co_author,
-        created_at=now,
-    )
-    AuditEvent.objects.create(
-        actor=author,
-        action="candidate.create",
-        candidate=child,
-        image_id=parent.image_id,
-        data={"origin": origin, "parent": parent.pk, "round": child.round},
-        at=now,
-    )
-    return child
-
-
-# --- claims -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Claimed:
-    candidate: Candidate
-    expires_at: datetime
 
 
 def review_claim(
@@ -392,9 +233,9 @@ def _same_answer(answer, *, decision, revised_text, reasons, comment) -> bool:
     """Whether a repeated form carries the answer recorded under its key, read as the first
     was read (the seconds are left out: a form sent twice is timed twice)."""
     try:
-        revised = _clean_text(revised_text, "revised_text", required=False)
-        reasons = _clean_reasons(reasons)
-        comment = _clean_text(comment, "comment", required=False, limit=MAX_COMMENT)
+        revised = clean_field(revised_text, "revised_text", required=False)
+        reasons = clean_reasons(reasons)
+        comment = clean_field(comment, "comment", required=False, limit=MAX_COMMENT)
     except InvalidInput:
         return False  # not what was recorded, which was read without a fault
     return (decision, revised, reasons, comment) == (
@@ -444,7 +285,7 @@ def review_submit(
     if not access.is_annotator(user):
         raise NotAllowed("Only annotators review candidates.")
     key = _clean_key(submission_key)
-    candidate = _lock_candidate(candidate_id)
+    candidate = lock_candidate(candidate_id)
     if key is not None:
         # Under the candidate's lock: a twin request that raced this one has committed.
         prior = _answer_with_key(user, key)
@@ -475,17 +316,17 @@ def review_submit(
     if user.pk in (candidate.author_id, candidate.co_author_id):
         raise NotAllowed("You wrote this question, so you may not review it.")
 
-    decision = _clean_decision(decision)
-    revised = _clean_text(revised_text, "revised_text", required=decision == Decision.REVISE)
+    decision = clean_decision(decision)
+    revised = clean_field(revised_text, "revised_text", required=decision == Decision.REVISE)
     if decision != Decision.REVISE and revised:
         raise InvalidInput("A revised text goes only with the decision revise.", "revised_text")
     if decision == Decision.REVISE and normalize_text(revised) == normalize_text(candidate.text):
         raise InvalidInput(
             "Your revision is the same as the question; choose accept instead.", "revised_text"
         )
-    reasons = _clean_reasons(reasons)
-    comment = _clean_text(comment, "comment", required=False, limit=MAX_COMMENT)
-    seconds = _clean_seconds(seconds)
+    reasons = clean_reasons(reasons)
+    comment = clean_field(comment, "comment", required=False, limit=MAX_COMMENT)
+    seconds = clean_seconds(seconds)
 
     existing = list(candidate.reviews.all())
     if any(r.annotator_id == user.pk for r in existing) or (
@@ -528,7 +369,7 @@ def review_submit(
     ReviewClaim.objects.filter(candidate=candidate, annotator=user).delete()
     if len(existing) == 1:
         _resolve_pair(candidate, existing[0], review, now=now)
-        _generate_if_left_without_candidates(candidate.image_id)
+        generate_if_left_without_candidates(candidate.image_id)
     return review
 
 
@@ -564,14 +405,14 @@ def review_undo(*, user, review_id: int | None = None, now: datetime | None = No
         review = reviews.order_by("-created_at", "-id").first()
         if review is None:
             raise Conflict("You have no review to take back.")
-    candidate = _lock_candidate(review.candidate_id)
+    candidate = lock_candidate(review.candidate_id)
     if candidate.status not in UNRESOLVED:
         raise Conflict(
             "That review can no longer be changed: its candidate is "
             f"{candidate.get_status_display().lower()} already."
         )
     if candidate.status == CandidateStatus.DISPUTED:
-        _set_status(
+        set_status(
             candidate, CandidateStatus.OPEN, actor=user, reason="a review was taken back", now=now
         )
         AdjudicationClaim.objects.filter(candidate=candidate).delete()
@@ -621,23 +462,10 @@ def review_skip(*, user, candidate_id: int) -> None:
     ReviewClaim.objects.filter(candidate_id=candidate_id, annotator=user).delete()
 
 
-@transaction.atomic
-def preference_set(*, user, single_key_shortcuts: bool) -> Preference:
-    if not user.is_authenticated:
-        raise NotAllowed("Log in first.")
-    preference, _ = Preference.objects.update_or_create(
-        user=user, defaults={"single_key_shortcuts": bool(single_key_shortcuts)}
-    )
-    # Kept on the user object, so that anything drawn later in the same request shows the new
-    # setting, not the one read before.
-    user.preference = preference
-    return preference
-
-
 def _resolve_pair(candidate: Candidate, first: Review, second: Review, *, now: datetime) -> None:
     decisions = {first.decision, second.decision}
     if decisions == {Decision.ACCEPT}:
-        _set_status(
+        set_status(
             candidate,
             CandidateStatus.ACCEPTED,
             actor=second.annotator,
@@ -645,7 +473,7 @@ def _resolve_pair(candidate: Candidate, first: Review, second: Review, *, now: d
             now=now,
         )
     elif decisions == {Decision.DISCARD}:
-        _set_status(
+        set_status(
             candidate,
             CandidateStatus.DISCARDED,
             actor=second.annotator,
@@ -655,14 +483,14 @@ def _resolve_pair(candidate: Candidate, first: Review, second: Review, *, now: d
     elif decisions == {Decision.REVISE} and normalize_text(first.revised_text) == normalize_text(
         second.revised_text
     ):
-        _set_status(
+        set_status(
             candidate,
             CandidateStatus.REVISED,
             actor=second.annotator,
             reason="two identical revisions",
             now=now,
         )
-        _child_candidate(
+        child_candidate(
             candidate,
             text=first.revised_text,
             origin=CandidateOrigin.REVISION,
@@ -671,7 +499,7 @@ def _resolve_pair(candidate: Candidate, first: Review, second: Review, *, now: d
             now=now,
         )
     else:
-        _set_status(
+        set_status(
             candidate,
             CandidateStatus.DISPUTED,
             actor=second.annotator,
@@ -756,7 +584,7 @@ def adjudication_resolve(
     if not access.is_adjudicator(user):
         raise NotAllowed("Only adjudicators resolve disputes.")
     key = _clean_key(submission_key)
-    candidate = _lock_candidate(candidate_id)
+    candidate = lock_candidate(candidate_id)
     if key is not None:
         prior = Adjudication.objects.filter(adjudicator=user, submission_key=key).first()
         if prior is not None:
@@ -779,16 +607,16 @@ def adjudication_resolve(
     ):
         raise Conflict("Another adjudicator holds this candidate; it is theirs to settle.")
 
-    decision = _clean_decision(decision)
-    revised = _clean_text(revised_text, "revised_text", required=decision == Decision.REVISE)
+    decision = clean_decision(decision)
+    revised = clean_field(revised_text, "revised_text", required=decision == Decision.REVISE)
     if decision != Decision.REVISE and revised:
         raise InvalidInput("A revised text goes only with the decision revise.", "revised_text")
     if decision == Decision.ACCEPT and not any(r.decision == Decision.ACCEPT for r in reviews):
         raise InvalidInput(
             "accept needs one annotator's acceptance; neither annotator accepted.", "decision"
         )
-    comment = _clean_text(comment, "comment", required=False, limit=MAX_COMMENT)
-    seconds = _clean_seconds(seconds)
+    comment = clean_field(comment, "comment", required=False, limit=MAX_COMMENT)
+    seconds = clean_seconds(seconds)
 
     chosen = None
     if decision == Decision.REVISE:
@@ -819,205 +647,17 @@ def adjudication_resolve(
     AdjudicationClaim.objects.filter(candidate=candidate).delete()
     reason = f"adjudicated: {decision}"
     if decision == Decision.ACCEPT:
-        _set_status(candidate, CandidateStatus.ACCEPTED, actor=user, reason=reason, now=now)
+        set_status(candidate, CandidateStatus.ACCEPTED, actor=user, reason=reason, now=now)
     elif decision == Decision.DISCARD:
-        _set_status(candidate, CandidateStatus.DISCARDED, actor=user, reason=reason, now=now)
+        set_status(candidate, CandidateStatus.DISCARDED, actor=user, reason=reason, now=now)
     else:
-        _set_status(candidate, CandidateStatus.REVISED, actor=user, reason=reason, now=now)
-        _child_candidate(
+        set_status(candidate, CandidateStatus.REVISED, actor=user, reason=reason, now=now)
+        child_candidate(
             candidate,
             text=revised,
             origin=CandidateOrigin.ADJUDICATION,
             author=chosen.annotator if chosen else user,
             now=now,
         )
-    _generate_if_left_without_candidates(candidate.image_id)
+    generate_if_left_without_candidates(candidate.image_id)
     return adjudication
-
-
-# --- final questions ----------------------------------------------------------------------
-
-
-@transaction.atomic
-def final_question_promote(
-    *,
-    user,
-    candidate_id: int,
-    method: str = FinalQuestion.Method.MANUAL,
-    now: datetime | None = None,
-) -> FinalQuestion:
-    """Make an accepted candidate its image's question. Until the guard job exists, admins do
-    this by hand; the guard will call this with method=guard."""
-    now = now or timezone.now()
-    if method == FinalQuestion.Method.MANUAL and not access.is_admin(user):
-        raise NotAllowed("Only admins promote a candidate to the image's question.")
-    candidate = _lock_candidate(candidate_id)
-    if candidate.status != CandidateStatus.ACCEPTED:
-        raise Conflict(
-            f"Only an accepted candidate can become the question; this one is {candidate.status}."
-        )
-    if FinalQuestion.objects.filter(image_id=candidate.image_id).exists():
-        raise Conflict("This image has its question already.")
-    try:
-        with transaction.atomic():
-            question = FinalQuestion.objects.create(
-                image_id=candidate.image_id,
-                candidate=candidate,
-                text=candidate.text,
-                method=method,
-                promoted_by=user if user is not None and user.is_authenticated else None,
-                created_at=now,
-            )
-    except IntegrityError as exc:
-        raise Conflict("This image got its question at the same moment.") from exc
-    AuditEvent.objects.create(
-        actor=question.promoted_by,
-        action="question.promote",
-        candidate=candidate,
-        image_id=candidate.image_id,
-        data={"method": method, "text": candidate.text},
-        at=now,
-    )
-    return question
-
-
-# --- upstream corrections (admins) ---------------------------------------------------------
-
-
-@transaction.atomic
-def question_correct(
-    *, user, question_id: int, field_name: str, value: str, reason: str, now: datetime | None = None
-) -> QuestionCorrection:
-    """Correct the ground-truth entity or the wording of a question, with a reason."""
-    now = now or timezone.now()
-    if not access.is_admin(user):
-        raise NotAllowed("Only admins correct questions.")
-    if field_name not in (QuestionCorrection.Field.ENTITY, QuestionCorrection.Field.TEXT):
-        raise InvalidInput("Choose what to correct: the entity or the wording.", "field")
-    # The entity is a column of 500 characters; a question's text has the review's limit.
-    limit = ENTITY_MAX if field_name == QuestionCorrection.Field.ENTITY else MAX_TEXT
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput("The new value is empty.", "value")
-    if not isinstance(reason, str) or not reason.strip():
-        raise InvalidInput("Give a reason: it is kept in the history.", "reason")
-    value = clean_text(value, "value", limit=limit, required=True)
-    reason = clean_text(reason, "reason", limit=MAX_COMMENT, required=True)
-    question = (
-        FinalQuestion.objects.select_for_update()
-        .select_related("image")
-        .filter(pk=question_id)
-        .first()
-    )
-    if question is None:
-        raise NotFound(f"There is no question {question_id}.")
-    value = " ".join(value.split())
-    if field_name == QuestionCorrection.Field.ENTITY:
-        old = question.image.entity
-        if old == value:
-            raise InvalidInput("The entity is that already.", "value")
-        question.image.entity = value
-        question.image.save(update_fields=["entity"])
-    else:
-        old = question.text
-        if old == value:
-            raise InvalidInput("The question reads that already.", "value")
-        question.text = value
-        question.save(update_fields=["text"])
-    correction = QuestionCorrection.objects.create(
-        question=question,
-        field=field_name,
-        old_value=old,
-        new_value=value,
-        reason=reason.strip(),
-        made_by=user,
-        at=now,
-    )
-    AuditEvent.objects.create(
-        actor=user,
-        action=f"question.correct.{field_name}",
-        image_id=question.image_id,
-        data={"old": old, "new": value, "reason": reason.strip()},
-        at=now,
-    )
-    return correction
-
-
-@transaction.atomic
-def question_drop(
-    *, user, question_id: int, reason: str, restore: bool = False, now: datetime | None = None
-) -> QuestionCorrection:
-    """Drop a question for which no sound rubric can be produced (it leaves the export and
-    judging), or restore it."""
-    now = now or timezone.now()
-    if not access.is_admin(user):
-        raise NotAllowed("Only admins drop or restore questions.")
-    if not isinstance(reason, str) or not reason.strip():
-        raise InvalidInput("Give a reason: it is kept in the history.", "reason")
-    reason = clean_text(reason, "reason", limit=MAX_COMMENT, required=True)
-    question = FinalQuestion.objects.select_for_update().filter(pk=question_id).first()
-    if question is None:
-        raise NotFound(f"There is no question {question_id}.")
-    if restore and question.dropped_at is None:
-        raise Conflict("This question is not dropped.")
-    if not restore and question.dropped_at is not None:
-        raise Conflict("This question is dropped already.")
-    question.dropped_at = None if restore else now
-    question.drop_reason = "" if restore else reason.strip()
-    question.save(update_fields=["dropped_at", "drop_reason"])
-    field_name = QuestionCorrection.Field.RESTORE if restore else QuestionCorrection.Field.DROP
-    AuditEvent.objects.create(
-        actor=user,
-        action=f"question.{field_name}",
-        image_id=question.image_id,
-        data={"reason": reason.strip()},
-        at=now,
-    )
-    return QuestionCorrection.objects.create(
-        question=question, field=field_name, reason=reason.strip(), made_by=user, at=now
-    )
-
-
-# --- entity proposals (annotation/llm_entities.py) -------------------------------------------
-
-
-@transaction.atomic
-def image_entity_confirm(
-    *,
-    user,
-    image_id: int,
-    proposed: str,
-    corrected: str | None = None,
-    now: datetime | None = None,
-) -> AuditEvent:
-    """Confirm an image's proposed entity (`corrected` None) or correct it, so that its
-    candidates may be generated and reviewed. `proposed` is the proposal as the person saw it:
-    a confirmation counts only for what was shown. Confirming twice (a double submit, two
-    people at once) is refused with a conflict: the conditional update lets one through."""
-    now = now or timezone.now()
-    if not access.is_annotator(user):
-        raise NotAllowed("Only annotators confirm entities.")
-    image = Image.objects.filter(pk=image_id).only("entity", "entity_confirmed").first()
-    if image is None:
-        raise NotFound(f"There is no image {image_id}.")
-    if corrected is not None:
-        corrected = " ".join(
-            clean_text(corrected, "entity", limit=ENTITY_MAX, required=True).split()
-        )
-    new = corrected if corrected is not None else image.entity
-    changed = Image.objects.filter(
-        pk=image_id, entity_confirmed=False, entity=str(proposed or "")
-    ).exclude(entity="")
-    if not changed.update(entity_confirmed=True, entity=new):
-        if Image.objects.filter(pk=image_id, entity_confirmed=True).exists():
-            raise Conflict("This image's entity was confirmed already: here is the next one.")
-        raise Conflict("The proposal changed since the page was drawn: here it is again.")
-    action = "entity.confirm" if new == image.entity else "entity.correct"
-    # The image may go on to generation now (by itself with LLM_AUTO_GENERATE).
-    _generate_if_left_without_candidates(image_id)
-    return AuditEvent.objects.create(
-        actor=user,
-        action=action,
-        image_id=image_id,
-        at=now,
-        data={"proposed": image.entity, "entity": new},
-    )

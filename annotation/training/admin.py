@@ -7,11 +7,10 @@ from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 
+from core.admin import ReadOnly
 from core.errors import DomainError
 
-from . import gold
-from .admin import ReadOnly
-from .models import (
+from ..models import (
     REASON_TAGS,
     CandidateOrigin,
     Decision,
@@ -23,6 +22,7 @@ from .models import (
     RoundAudit,
     TrainingState,
 )
+from . import gold
 
 
 @admin.register(QualityConfig)

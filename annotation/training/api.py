@@ -20,17 +20,12 @@ from core.middleware import takes_upload
 from rubrics.models import RubricCheck
 from rubrics.services import version_diff
 
+from ..images.api import ImportErrorsSerializer, import_refused
+from ..images.importing import upload_within_cap
+from ..models import CandidateStatus, GoldItem, QualityConfig, Review
+from ..review.api import ImageRefSerializer, ReviewOutSerializer, image_ref
 from . import audits, gold
-from .api import (
-    ImageRefSerializer,
-    ImportErrorsSerializer,
-    ReviewOutSerializer,
-    _image_ref,
-    import_refused,
-)
-from .importing import upload_within_cap
-from .models import CandidateStatus, GoldItem, QualityConfig, Review
-from .views_training import training_rows
+from .views import training_rows
 
 LISTED = 50  # open audits per answer, the next one first (the pages show them one by one)
 STANDINGS = ["not_started", "in_training", "passed", "failed"]
@@ -410,7 +405,7 @@ def review_audit_list(request: Request) -> Response:
                     "round": candidate.round,
                     "outcome": candidate.status,
                     "adjudicated": hasattr(candidate, "adjudication"),
-                    "image": _image_ref(request, candidate),
+                    "image": image_ref(request, candidate),
                 },
                 "review": review,
                 "others": [

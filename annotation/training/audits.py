@@ -24,7 +24,8 @@ from core import access
 from core.errors import Conflict, InvalidInput, NotAllowed, NotFound
 from rubrics.models import HUMAN_STAGES, RubricVersion
 
-from .models import (
+from ..candidates import clean_field
+from ..models import (
     RESOLVED_STATUSES,
     Adjudication,
     AuditEvent,
@@ -138,11 +139,9 @@ def round_audits_open_to(user):
 
 
 def _clean_note(note, verdict: str, needed_for: str) -> str:
-    from .services import _clean_text
-
     if verdict == needed_for and (note is None or (isinstance(note, str) and not note.strip())):
         raise InvalidInput(f"Write a note: say why you {verdict} it.", "note")
-    return _clean_text(note, "note", required=False, limit=MAX_NOTE)
+    return clean_field(note, "note", required=False, limit=MAX_NOTE)
 
 
 @transaction.atomic

@@ -21,7 +21,16 @@ from django.utils import timezone
 from core import access
 from core.errors import Conflict, InvalidInput, NotAllowed, NotFound
 
-from .models import (
+from ..candidates import (
+    MAX_COMMENT,
+    Claimed,
+    clean_decision,
+    clean_field,
+    clean_reasons,
+    clean_seconds,
+    normalize_text,
+)
+from ..models import (
     AuditEvent,
     Candidate,
     CandidateOrigin,
@@ -57,19 +66,17 @@ def gold_item_create(
     now: datetime | None = None,
 ) -> GoldItem:
     """A gold candidate on an existing image, with the expert's decision and note."""
-    from .services import MAX_COMMENT, _clean_decision, _clean_reasons, _clean_text
-
     now = now or timezone.now()
     if user is not None and not access.is_admin(user):
         raise NotAllowed("Only admins create gold items.")
     if not Image.objects.filter(pk=image_id).exists():
         raise NotFound(f"There is no image {image_id}.", "image")
-    text = _clean_text(text, "text", required=True)
-    decision = _clean_decision(decision)
-    revised = _clean_text(revised_text, "revised_text", required=decision == Decision.REVISE)
+    text = clean_field(text, "text", required=True)
+    decision = clean_decision(decision)
+    revised = clean_field(revised_text, "revised_text", required=decision == Decision.REVISE)
     if decision != Decision.REVISE and revised:
         raise InvalidInput("A revised text goes only with the decision revise.", "revised_text")
-    note = _clean_text(note, "note", required=True, limit=MAX_COMMENT)
+    note = clean_field(note, "note", required=True, limit=MAX_COMMENT)
     if origin not in CandidateOrigin.values:
         raise InvalidInput(f"origin must be one of {', '.join(CandidateOrigin.values)}.", "origin")
     # Dated now, so that its id and date sit among the candidates made around it.
@@ -80,7 +87,7 @@ def gold_item_create(
         candidate=candidate,
         decision=decision,
         revised_text=revised,
-        reasons=_clean_reasons(reasons),
+        reasons=clean_reasons(reasons),
         note=note,
         training=bool(training),
         created_by=user,
@@ -121,8 +128,6 @@ def gold_import(*, user, data: bytes | str) -> list[GoldItem]:
     """Gold items from JSON Lines, one object a line: {"image": source id, "text", "decision",
     "note", optional "revised_text", "reasons" (tags), "training" (bool), "origin"}. Every line
     is checked first; any problem (named by line number) imports nothing."""
-    from .services import _clean_decision, _clean_reasons
-
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8-sig")
@@ -148,8 +153,8 @@ def gold_import(*, user, data: bytes | str) -> list[GoldItem]:
             if not isinstance(row.get(name), str) or not row[name].strip():
                 problems.append(GoldProblem(number, f"{name!r} is missing or empty"))
         for check in (
-            lambda r: _clean_decision(r.get("decision")),
-            lambda r: _clean_reasons(r.get("reasons")),
+            lambda r: clean_decision(r.get("decision")),
+            lambda r: clean_reasons(r.get("reasons")),
         ):
             try:
                 check(row)
@@ -315,7 +320,6 @@ def gold_claim(*, user, skip: list[int], now: datetime):
     """The gold item to show this person next, as a services.Claimed, or None for a real
     candidate. A trainee gets the training set first, and nothing else until they pass: then
     `blocked_by_training` is set on the None that is returned (see `training_gate`)."""
-    from .services import Claimed
 
     # One query, and nothing random, where there are no gold items at all.
     if not GoldItem.objects.filter(active=True).exists():
@@ -366,8 +370,6 @@ def gold_claim(*, user, skip: list[int], now: datetime):
 
 
 def _claim(item: GoldItem, user, now: datetime, expires_at: datetime):
-    from .services import Claimed
-
     ReviewClaim.objects.bulk_create(
         [
             ReviewClaim(
@@ -433,29 +435,20 @@ def gold_review_submit(
     order (called by services.review_submit, inside its transaction, with the candidate locked
     and its submission key looked up). Its `feedback` attribute holds the expert's answer for
     the page."""
-    from .services import (
-        MAX_COMMENT,
-        _clean_decision,
-        _clean_reasons,
-        _clean_seconds,
-        _clean_text,
-        normalize_text,
-    )
-
     item = GoldItem.objects.get(candidate=candidate)
     state = TrainingState.objects.filter(user=user).first()
     attempt = state.attempt if state else 1
-    decision = _clean_decision(decision)
-    revised = _clean_text(revised_text, "revised_text", required=decision == Decision.REVISE)
+    decision = clean_decision(decision)
+    revised = clean_field(revised_text, "revised_text", required=decision == Decision.REVISE)
     if decision != Decision.REVISE and revised:
         raise InvalidInput("A revised text goes only with the decision revise.", "revised_text")
     if decision == Decision.REVISE and normalize_text(revised) == normalize_text(candidate.text):
         raise InvalidInput(
             "Your revision is the same as the question; choose accept instead.", "revised_text"
         )
-    reasons = _clean_reasons(reasons)
-    comment = _clean_text(comment, "comment", required=False, limit=MAX_COMMENT)
-    seconds = _clean_seconds(seconds)
+    reasons = clean_reasons(reasons)
+    comment = clean_field(comment, "comment", required=False, limit=MAX_COMMENT)
+    seconds = clean_seconds(seconds)
     # Training items are answered once per attempt, the others once.
     if _answered(item, user).exists():
         raise Conflict("You have reviewed this candidate already.")

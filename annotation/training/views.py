@@ -20,9 +20,9 @@ from core.http import refuse
 from core.middleware import takes_upload
 from rubrics.services import version_diff
 
-from . import audits, gold
-from .importing import upload_within_cap
-from .models import (
+from ..home.preferences import single_keys
+from ..images.importing import upload_within_cap
+from ..models import (
     REASON_TAGS,
     Decision,
     GoldItem,
@@ -31,6 +31,8 @@ from .models import (
     Review,
     TrainingState,
 )
+from ..review.word_diff import word_diff
+from . import audits, gold
 
 GOLD_FEEDBACK = "gold_feedback"  # session key: the expert's answer, shown after the redirect
 
@@ -147,7 +149,7 @@ def training_page(request: HttpRequest) -> HttpResponse:
     )
     return render(
         request,
-        "annotation/training.html",
+        "annotation/training/training.html",
         {
             "rows": training_rows(),
             "items": items,
@@ -183,8 +185,6 @@ def training_change(request: HttpRequest, user_id: int) -> HttpResponse:
 
 
 def _review_audit_context(request: HttpRequest, *, error=None, previous=None, draw=True) -> dict:
-    from .views import single_keys, word_diff
-
     if draw:
         audits.review_audits_draw()
     open_to = audits.review_audits_open_to(request.user)
@@ -232,13 +232,15 @@ def _drawn_page(request: HttpRequest, page: str, make_context) -> HttpResponse:
     site cannot draw); POST draws those due, then shows the next (the page sends it on load
     when none waits, and "Check again" sends it)."""
     if request.method == "GET":
-        return render(request, f"annotation/{page}.html", make_context(request, draw=False))
+        return render(
+            request, f"annotation/training/{page}.html", make_context(request, draw=False)
+        )
     context = make_context(request)
     if request.htmx:
-        return render(request, f"annotation/{page}.html#panel", context)
+        return render(request, f"annotation/training/{page}.html#panel", context)
     if context["audit"] is not None:
         return redirect(page)
-    return render(request, f"annotation/{page}.html", context)  # nothing due: said here
+    return render(request, f"annotation/training/{page}.html", context)  # nothing due: said here
 
 
 @access.role_required(access.ADJUDICATOR)
@@ -257,7 +259,7 @@ def audit_submit(request: HttpRequest, audit_id: int) -> HttpResponse:
 def _audit_submit(request, audit_id, give, make_context, *, page: str, notice: str):
     """Record one audit verdict (agree/overturn or accept/flag, with its note), then the next
     audit in place; a refusal shows the same audit again with what was typed."""
-    template = f"annotation/{page}.html#panel"
+    template = f"annotation/training/{page}.html#panel"
     form = {"verdict": request.POST.get("decision", ""), "note": request.POST.get("comment", "")}
     try:
         give(user=request.user, audit_id=audit_id, **form)
@@ -285,8 +287,6 @@ def _audit_submit(request, audit_id, give, make_context, *, page: str, notice: s
 
 
 def _round_audit_context(request: HttpRequest, *, error=None, previous=None, draw=True) -> dict:
-    from .views import single_keys
-
     if draw:
         audits.round_audits_draw()
     open_to = audits.round_audits_open_to(request.user)
