@@ -53,7 +53,7 @@ class MyStandingSerializer(serializers.Serializer):
 
 
 class StandingRowSerializer(serializers.Serializer):
-    """Reads a row of views_training.training_rows."""
+    """Reads a row of training.views.training_rows."""
 
     id = serializers.IntegerField(source="person.pk")
     username = serializers.CharField(source="person.username")
