@@ -2,6 +2,8 @@
 
 from django.contrib import admin
 
+from core.admin import ReadOnly
+
 from .models import (
     AuditEvent,
     Candidate,
@@ -11,17 +13,6 @@ from .models import (
     ImportBatch,
     Review,
 )
-
-
-class ReadOnly(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Image)
@@ -68,4 +59,4 @@ class DomainMappingAdmin(admin.ModelAdmin):
     search_fields = ("label", "domain")
 
 
-from . import admin_training  # noqa: E402, F401  (training and audits: their own module)
+from .training import admin as training_admin  # noqa: E402, F401  (gold items, audits)

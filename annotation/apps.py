@@ -11,7 +11,8 @@ class AnnotationConfig(AppConfig):
         from django.conf import settings
         from PIL import Image
 
-        from . import llm_entities, llm_jobs  # noqa: F401
+        from .images import entities  # noqa: F401  (the LLM stages register their kinds)
+        from .questions import llm_jobs  # noqa: F401
 
         # Every Pillow use in the process (imports, the LLM jobs' image parts) refuses an image
         # over this many pixels before decoding it.

@@ -33,7 +33,7 @@ class CandidateStatus(models.TextChoices):
     ACCEPTED = "accepted"
     DISCARDED = "discarded"
     REVISED = "revised"  # replaced by a child candidate of the next round
-    GOLD = "gold"  # a gold item (quality_models.GoldItem): never open, never resolved
+    GOLD = "gold"  # a gold item (training/models.py: GoldItem): never open, never resolved
 
 
 RESOLVED_STATUSES = (CandidateStatus.ACCEPTED, CandidateStatus.DISCARDED, CandidateStatus.REVISED)
@@ -133,7 +133,7 @@ class ImageQuerySet(models.QuerySet):
         )
 
     def entity_proposed(self) -> ImageQuerySet:
-        """Images whose entity is a proposal (llm_entities.py) that no one confirmed yet."""
+        """Images whose entity is a proposal (images/entities.py) that no one confirmed yet."""
         return self.filter(entity_confirmed=False).exclude(entity="")
 
     def needing_candidates(self) -> ImageQuerySet:
@@ -526,8 +526,8 @@ class Preference(models.Model):
         return f"preferences of {self.user_id}"
 
 
-# Training and audits (their own module; imported here so that they are this app's models).
-from .quality_models import (  # noqa: E402, F401
+# Training and audits (training/models.py; imported here so that they are this app's models).
+from .training.models import (  # noqa: E402, F401
     AuditVerdict,
     GoldItem,
     GoldReview,

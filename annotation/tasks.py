@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from . import services
+from .review import services
 
 
 @shared_task(name="annotation.tasks.review_claims_sweep")

@@ -5,8 +5,8 @@ whether it finds the templates the questions were written from.
 
 For each number of templates it writes that many questions (tests/question_sets.py: 10 domains,
 entities and domain words filled in, template sizes skewed as generated questions are), runs
-`annotation.diversity.analyse` and prints the figures the /diversity/ page shows, the adjusted
-Rand index against the known templates (1 = found exactly) and the time.
+`annotation.analysis.diversity.analyse` and prints the figures the /diversity/ page shows, the
+adjusted Rand index against the known templates (1 = found exactly) and the time.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from annotation.diversity import adjusted_rand, analyse  # noqa: E402
+from annotation.analysis.diversity import adjusted_rand, analyse  # noqa: E402
 from tests.question_sets import generated_questions  # noqa: E402
 
 

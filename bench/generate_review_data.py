@@ -55,6 +55,7 @@ from django.utils import timezone  # noqa: E402
 from knox.models import AuthToken  # noqa: E402
 from PIL import Image as PILImage  # noqa: E402
 
+from annotation.candidates import normalize_text  # noqa: E402
 from annotation.models import (  # noqa: E402
     REASON_KEYS,
     Adjudication,
@@ -67,7 +68,6 @@ from annotation.models import (  # noqa: E402
     Popularity,
     Review,
 )
-from annotation.services import normalize_text  # noqa: E402
 
 N_ANNOTATORS = 30
 N_ADJUDICATORS = 3

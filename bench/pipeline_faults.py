@@ -201,7 +201,7 @@ def show(f: Figures) -> None:
 def make_images(workdir: Path, count: int) -> list[str]:
     from PIL import Image as PILImage
 
-    from annotation.importing import ManifestEntry, images_import
+    from annotation.images.importing import ManifestEntry, images_import
 
     folder = workdir / "upload"
     folder.mkdir()
@@ -243,8 +243,8 @@ def people() -> dict[str, Any]:
 
 def accept_first_candidates(users: dict[str, Any]) -> int:
     """Two annotators accept each image's first open LLM candidate (through the services)."""
-    from annotation import services
     from annotation.models import Candidate, CandidateOrigin, CandidateStatus
+    from annotation.review import services
 
     accepted = 0
     seen: set[int] = set()

@@ -253,7 +253,7 @@ def check_database(stats: Stats, started_at: datetime) -> dict[str, int | list]:
     django.setup()
     from django.db.models import Count
 
-    from annotation.api import review_public_id
+    from annotation.candidates import normalize_text
     from annotation.models import (
         Adjudication,
         Candidate,
@@ -261,7 +261,7 @@ def check_database(stats: Stats, started_at: datetime) -> dict[str, int | list]:
         Review,
         ReviewClaim,
     )
-    from annotation.services import normalize_text
+    from annotation.review.api import review_public_id
 
     candidates = {
         c["id"]: c
@@ -351,7 +351,7 @@ def check_database(stats: Stats, started_at: datetime) -> dict[str, int | list]:
         if status == CandidateStatus.REVISED and c["round"] + 1 not in children.get(cid, []):
             found["revised_without_child"].append(cid)
 
-    # The API's review ids are opaque (annotation.api.review_public_id): matched through it.
+    # The API's review ids are opaque (annotation.review.api.review_public_id): matched through it.
     in_db = {review_public_id(r) for r in Review.objects.only("id")}
     found["submitted_review_missing"] = sorted(set(stats.submitted) - in_db)
     written = {review_public_id(r): r.pk for r in Review.objects.filter(created_at__gte=started_at)}

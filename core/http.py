@@ -12,10 +12,13 @@ from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.template import loader
+from django.utils.http import url_has_allowed_host_and_scheme
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from .error_pages import not_found as page_not_found  # the site's own 404 page
+from .error_pages import server_error as page_server_error  # the site's own 500 page
 from .errors import DomainError
 
 
@@ -105,6 +108,16 @@ class DomainErrorMiddleware:
         return error_response(request, exc.status, exc.message, exc.field)
 
 
+def safe_next(request: HttpRequest) -> bool:
+    """Whether `next` is a path on this site. Only a path that starts with "/": redirect()
+    takes a bare word for a URL name (`next=id` raised NoReverseMatch) and a relative one
+    would land beneath the address that was posted to."""
+    target = request.POST.get("next") or ""
+    return target.startswith("/") and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+
+
 def error_response(
     request: HttpRequest, status: int, message: str, field: str | None = None
 ) -> HttpResponse:
@@ -119,7 +132,6 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     the API's JSON error body, as every other refusal there; pages keep Django's 404 page."""
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": "Not found."}, status=404)
-    from annotation.errors import not_found as page_not_found  # the site's own 404 page
 
     return page_not_found(request, exception)
 
@@ -152,6 +164,5 @@ def server_error(request: HttpRequest) -> HttpResponse:
         return response
     if request.path.startswith("/api/"):
         return JsonResponse({"detail": SERVER_ERROR}, status=500)
-    from annotation.errors import server_error as page_server_error  # the site's own 500 page
 
     return page_server_error(request)

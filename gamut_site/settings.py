@@ -109,13 +109,13 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "core.http.DomainErrorMiddleware",
     # After HtmxMiddleware, so that it leaves the 405s of htmx requests to htmx.
-    "annotation.errors.MethodNotAllowedPage",
+    "core.error_pages.MethodNotAllowedPage",
     # Last, as axes asks: it turns a locked-out login into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "gamut_site.urls"
-CSRF_FAILURE_VIEW = "annotation.errors.csrf_failure"  # a page a person can read, with the menu
+CSRF_FAILURE_VIEW = "core.error_pages.csrf_failure"  # a page a person can read, with the menu
 WSGI_APPLICATION = "gamut_site.wsgi.application"
 
 TEMPLATES = [
@@ -130,7 +130,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "annotation.context_processors.roles",
+                "annotation.home.context_processors.roles",
                 "gamut_site.docs.help_link",
             ],
             "builtins": ["template_partials.templatetags.partials"],
@@ -222,8 +222,8 @@ AXES_FAILURE_LIMIT = envint("LOGIN_RATE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(seconds=envint("LOGIN_RATE_WINDOW", 900))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_CLIENT_IP_CALLABLE = "gamut_site.proxies.client_ip"
-AXES_USERNAME_CALLABLE = "annotation.views.login_username"
-AXES_LOCKOUT_CALLABLE = "annotation.views.login_locked_out"
+AXES_USERNAME_CALLABLE = "annotation.home.login.login_username"
+AXES_LOCKOUT_CALLABLE = "annotation.home.login.login_locked_out"
 AXES_RESET_ON_SUCCESS = True
 # Attempts during a lock are refused but not counted, so the time the lockout page gives holds.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
@@ -462,10 +462,11 @@ LLM_JOB_QUOTA_PAUSE_SECONDS = envint("LLM_JOB_QUOTA_PAUSE_SECONDS", 3600)
 LLM_BATCH_POLL_SECONDS = envint("LLM_BATCH_POLL_SECONDS", 60)
 
 # Which configured model (an LLMModel.name) does which stage of question construction; empty
-# until an admin configures one, and the launch refuses until then (annotation/llm_jobs.py).
+# until an admin configures one, and the launch refuses until then
+# (annotation/questions/llm_jobs.py).
 LLM_MODEL_GENERATION = env("LLM_MODEL_GENERATION", "") or ""
 LLM_MODEL_GUARD = env("LLM_MODEL_GUARD", "") or ""
-# The entity proposals of CRAG-MM rows without one (annotation/llm_entities.py): a vision model;
+# The entity proposals of CRAG-MM rows without one (annotation/images/entities.py): a vision model;
 # empty: the generation model does it.
 LLM_MODEL_ENTITIES = env("LLM_MODEL_ENTITIES", "") or ""
 
@@ -474,5 +475,5 @@ LLM_MODEL_ENTITIES = env("LLM_MODEL_ENTITIES", "") or ""
 LLM_MODEL_RUBRICS = env("LLM_MODEL_RUBRICS", "") or ""
 
 # Launch candidate generation by itself for an image that review or adjudication leaves with no
-# candidate accepted or pending (annotation/services.py); off unless asked for.
+# candidate accepted or pending (annotation/questions/auto_generation.py); off unless asked for.
 LLM_AUTO_GENERATE = envbool("LLM_AUTO_GENERATE", "False")

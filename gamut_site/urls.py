@@ -5,17 +5,16 @@ from django.urls import path, re_path
 from django.views.decorators.http import require_safe
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from annotation import (
-    api,
-    api_diversity,
-    api_entities,
-    api_training,
-    views,
-    views_crag_mm,
-    views_diversity,
-    views_entities,
-    views_training,
-)
+from annotation.analysis import api as analysis_api
+from annotation.analysis import views as analysis_views
+from annotation.home import views as home_views
+from annotation.images import api as images_api
+from annotation.images import views as images_views
+from annotation.questions import views as questions_views
+from annotation.review import api as review_api
+from annotation.review import views as review_views
+from annotation.training import api as training_api
+from annotation.training import views as training_views
 from gamut_site import docs
 from judging.checks import api as checks_api
 from judging.checks import views as checks_views
@@ -30,49 +29,57 @@ from llm import views as llm_views
 from rubrics import api as rubrics_api
 from rubrics import views as rubric_views
 
-# Error pages with the menu, the view's own message and a way on (annotation/errors.py).
-handler403 = "annotation.errors.forbidden"
+# Error pages with the menu, the view's own message and a way on (core/error_pages.py).
+handler403 = "core.error_pages.forbidden"
 handler404 = "core.http.not_found"
 # core.http.server_error: a 503 when the database is not answering, JSON under /api/.
 handler500 = "core.http.server_error"
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", home_views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("review/", views.review_page, name="review"),
-    path("review/<int:candidate_id>/", views.review_submit, name="review_submit"),
-    path("review/<int:candidate_id>/skip/", views.review_skip, name="review_skip"),
-    path("review/undo/", views.review_undo, name="review_undo"),
-    path("review/mine/", views.review_mine, name="review_mine"),
-    path("entities/", views_entities.entity_page, name="entities"),
-    path("entities/<int:image_id>/", views_entities.entity_confirm, name="entity_confirm"),
-    path("entities/<int:image_id>/skip/", views_entities.entity_skip, name="entity_skip"),
-    path("preferences/shortcuts/", views.preference_shortcuts, name="preference_shortcuts"),
-    path("me/", views.my_work, name="my_work"),
-    path("adjudicate/", views.adjudicate_page, name="adjudicate"),
-    path("adjudicate/<int:candidate_id>/", views.adjudicate_submit, name="adjudicate_submit"),
-    path("audit/", views_training.audit_page, name="audit"),
-    path("audit/<int:audit_id>/", views_training.audit_submit, name="audit_submit"),
-    path("rubrics/audit/", views_training.round_audit_page, name="round_audit"),
+    path("review/", review_views.review_page, name="review"),
+    path("review/<int:candidate_id>/", review_views.review_submit, name="review_submit"),
+    path("review/<int:candidate_id>/skip/", review_views.review_skip, name="review_skip"),
+    path("review/undo/", review_views.review_undo, name="review_undo"),
+    path("review/mine/", review_views.review_mine, name="review_mine"),
+    path("entities/", images_views.entity_page, name="entities"),
+    path("entities/<int:image_id>/", images_views.entity_confirm, name="entity_confirm"),
+    path("entities/<int:image_id>/skip/", images_views.entity_skip, name="entity_skip"),
+    path("preferences/shortcuts/", home_views.preference_shortcuts, name="preference_shortcuts"),
+    path("me/", home_views.my_work, name="my_work"),
+    path("adjudicate/", review_views.adjudicate_page, name="adjudicate"),
+    path(
+        "adjudicate/<int:candidate_id>/", review_views.adjudicate_submit, name="adjudicate_submit"
+    ),
+    path("audit/", training_views.audit_page, name="audit"),
+    path("audit/<int:audit_id>/", training_views.audit_submit, name="audit_submit"),
+    path("rubrics/audit/", training_views.round_audit_page, name="round_audit"),
     path(
         "rubrics/audit/<int:audit_id>/",
-        views_training.round_audit_submit,
+        training_views.round_audit_submit,
         name="round_audit_submit",
     ),
-    path("training/", views_training.training_page, name="training"),
-    path("training/<int:user_id>/", views_training.training_change, name="training_change"),
-    path("pipeline/", views.pipeline, name="pipeline"),
-    path("agreement/", views.agreement, name="agreement"),
-    path("diversity/", views_diversity.diversity_page, name="diversity"),
-    path("import/", views.import_page, name="import"),
-    path("import/crag-mm/", views_crag_mm.import_crag_mm_page, name="import_crag_mm"),
-    path("images/", views.image_list, name="images"),
-    path("images/<str:source_id>/", views.image_page, name="image"),
-    path("images/<str:source_id>/photo", views.image_file, name="image_file"),
-    path("questions/<int:question_id>/correct/", views.question_correct, name="question_correct"),
+    path("training/", training_views.training_page, name="training"),
+    path("training/<int:user_id>/", training_views.training_change, name="training_change"),
+    path("pipeline/", questions_views.pipeline, name="pipeline"),
+    path("agreement/", analysis_views.agreement, name="agreement"),
+    path("diversity/", analysis_views.diversity_page, name="diversity"),
+    path("import/", images_views.import_page, name="import"),
+    path("import/crag-mm/", images_views.import_crag_mm_page, name="import_crag_mm"),
+    path("images/", images_views.image_list, name="images"),
+    path("images/<str:source_id>/", images_views.image_page, name="image"),
+    path("images/<str:source_id>/photo", images_views.image_file, name="image_file"),
     path(
-        "candidates/<int:candidate_id>/promote/", views.candidate_promote, name="candidate_promote"
+        "questions/<int:question_id>/correct/",
+        questions_views.question_correct,
+        name="question_correct",
+    ),
+    path(
+        "candidates/<int:candidate_id>/promote/",
+        questions_views.candidate_promote,
+        name="candidate_promote",
     ),
     path("rubrics/", rubric_views.queue, name="rubrics_queue"),
     path("rubrics/claim/", rubric_views.claim, name="rubrics_claim"),
@@ -141,39 +148,43 @@ urlpatterns = [
         name="results_question",
     ),
     # API
-    path("api/review/claim/", api.review_claim, name="api_review_claim"),
-    path("api/entities/", api_entities.proposal_list, name="api_entities"),
-    path("api/entities/<int:image_id>/", api_entities.proposal_confirm, name="api_entity_confirm"),
-    path("api/candidates/<int:candidate_id>/", api.candidate_detail, name="api_candidate"),
-    path("api/candidates/<int:candidate_id>/reviews/", api.review_create, name="api_review_create"),
-    path("api/adjudication/claim/", api.adjudication_claim, name="api_adjudication_claim"),
+    path("api/review/claim/", review_api.review_claim, name="api_review_claim"),
+    path("api/entities/", images_api.proposal_list, name="api_entities"),
+    path("api/entities/<int:image_id>/", images_api.proposal_confirm, name="api_entity_confirm"),
+    path("api/candidates/<int:candidate_id>/", review_api.candidate_detail, name="api_candidate"),
+    path(
+        "api/candidates/<int:candidate_id>/reviews/",
+        review_api.review_create,
+        name="api_review_create",
+    ),
+    path("api/adjudication/claim/", review_api.adjudication_claim, name="api_adjudication_claim"),
     path(
         "api/candidates/<int:candidate_id>/adjudication/",
-        api.adjudication_create,
+        review_api.adjudication_create,
         name="api_adjudication_create",
     ),
-    path("api/images/import/", api.images_import, name="api_images_import"),
+    path("api/images/import/", images_api.images_import, name="api_images_import"),
     path(
         "api/images/import/crag-mm/",
-        views_crag_mm.import_crag_mm_api,
+        images_api.import_crag_mm_api,
         name="api_images_import_crag_mm",
     ),
-    path("api/images/<str:source_id>/", api.image_detail, name="api_image"),
-    path("api/diversity/", api_diversity.diversity_detail, name="api_diversity"),
+    path("api/images/<str:source_id>/", images_api.image_detail, name="api_image"),
+    path("api/diversity/", analysis_api.diversity_detail, name="api_diversity"),
     # Training and audits (the pages /training/, /audit/, /rubrics/audit/).
-    path("api/training/", api_training.training_list, name="api_training"),
-    path("api/training/me/", api_training.training_me, name="api_training_me"),
-    path("api/training/<int:user_id>/", api_training.training_change, name="api_training_change"),
-    path("api/gold/import/", api_training.gold_import, name="api_gold_import"),
-    path("api/audits/reviews/", api_training.review_audit_list, name="api_review_audits"),
+    path("api/training/", training_api.training_list, name="api_training"),
+    path("api/training/me/", training_api.training_me, name="api_training_me"),
+    path("api/training/<int:user_id>/", training_api.training_change, name="api_training_change"),
+    path("api/gold/import/", training_api.gold_import, name="api_gold_import"),
+    path("api/audits/reviews/", training_api.review_audit_list, name="api_review_audits"),
     path(
         "api/audits/reviews/<int:audit_id>/",
-        api_training.review_audit_give,
+        training_api.review_audit_give,
         name="api_review_audit",
     ),
-    path("api/audits/rounds/", api_training.round_audit_list, name="api_round_audits"),
+    path("api/audits/rounds/", training_api.round_audit_list, name="api_round_audits"),
     path(
-        "api/audits/rounds/<int:audit_id>/", api_training.round_audit_give, name="api_round_audit"
+        "api/audits/rounds/<int:audit_id>/", training_api.round_audit_give, name="api_round_audit"
     ),
     path("api/benchmark/export/", rubrics_api.benchmark_export, name="api_benchmark_export"),
     path("api/leaderboard/", leaderboard_api.leaderboard_detail, name="api_leaderboard"),

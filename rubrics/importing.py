@@ -23,7 +23,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from annotation.importing import json_line
+from annotation.images.importing import json_line
 from annotation.models import AuditEvent, FinalQuestion, Image
 from core.errors import InvalidInput
 from core.text import MAX_VALUE, clean_source_id, json_text_problems

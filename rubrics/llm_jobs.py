@@ -42,8 +42,8 @@ from asgiref.sync import sync_to_async
 from django.db.models import Exists, OuterRef, Subquery
 from pydantic import BaseModel, ConfigDict, Field
 
-from annotation.llm_jobs import image_domains
 from annotation.models import FinalQuestion
+from annotation.questions.llm_jobs import image_domains
 from llm.demo import stage_model_name
 from llm.gateway import CallResult, Check, Gateway, GroundedCheck, GroundedResult
 from llm.jobs import ItemFailed, ItemResult, JobError, current_item, job_launch, register_kind

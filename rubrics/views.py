@@ -23,8 +23,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 from django_htmx.http import reswap, retarget
 
+from annotation.home.preferences import single_keys
 from annotation.models import RoundAudit
-from annotation.views import single_keys
 from core import access
 from core.errors import DomainError
 from core.http import refuse
@@ -94,7 +94,7 @@ def history(request: HttpRequest, rubric_id: int) -> HttpResponse:
         request,
         "rubrics/history.html",
         {
-            # Second revisers' audits of its rounds (annotation/audits.py): flags first.
+            # Second revisers' audits of its rounds (annotation/training/audits.py): flags first.
             "audits": RoundAudit.objects.filter(version__rubric=rubric)
             .exclude(verdict="")
             .select_related("version", "auditor", "reviser")

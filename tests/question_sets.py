@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from annotation.diversity import Question
+from annotation.analysis.diversity import Question
 
 DOMAINS = {
     "food": (

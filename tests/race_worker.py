@@ -41,8 +41,9 @@ def main(username: str, seed: int, deadline_s: float, go_file: str) -> int:
     django.setup()
     from django.contrib.auth.models import User
 
-    from annotation import services
+    from annotation import candidates
     from annotation.models import Candidate, CandidateStatus
+    from annotation.review import services
     from core.errors import Conflict, NotAllowed
 
     rng = random.Random(seed)
@@ -70,7 +71,7 @@ def main(username: str, seed: int, deadline_s: float, go_file: str) -> int:
         options = [
             t
             for t in REVISIONS
-            if services.normalize_text(t) != services.normalize_text(candidate_text)
+            if candidates.normalize_text(t) != candidates.normalize_text(candidate_text)
         ]
         text = rng.choice(options)
         text = rng.choice([text, text.upper(), "  " + text.replace(" ", "  ") + " "])

@@ -9,9 +9,9 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation import services
-from annotation.importing import ImportProblems, manifest_parse
+from annotation.images.importing import ImportProblems, manifest_parse
 from annotation.models import Candidate, FinalQuestion, Image, Review
+from annotation.review import services
 from conftest import png_bytes
 from core.errors import Conflict, InvalidInput
 from core.http import DomainErrorMiddleware

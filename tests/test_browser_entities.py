@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from annotation.crag_mm import DATASET
+from annotation.images.crag_mm import DATASET
 from annotation.models import AuditEvent, Image, ImportBatch
 from tests.test_browser_axe import RUN_AXE, axe_source
 

@@ -99,7 +99,7 @@ def test_enter_right_after_the_next_candidate_appears_is_sent_once(make_image, a
 
 
 def review(user, candidate, decision="accept", **fields):
-    from annotation import services
+    from annotation.review import services
 
     return services.review_submit(user=user, candidate_id=candidate.pk, decision=decision, **fields)
 
@@ -107,7 +107,7 @@ def review(user, candidate, decision="accept", **fields):
 def test_my_work_shows_today_the_week_the_median_the_agreement_and_the_session_bar(
     make_image, alice, bob, carol, log_in
 ):
-    from annotation import services
+    from annotation.review import services
 
     _, (agreed, overruled, open_one, waiting) = make_image(
         "img-1", ["Question one?", "Question two?", "Question three?", "Question four?"]
@@ -295,7 +295,7 @@ def test_image_import_shows_its_progress_the_result_and_the_refreshed_list(
 ):
     import threading
 
-    from annotation import views
+    from annotation.images import views
     from annotation.models import Image
 
     # The server holds the upload until the test has seen the "checking and importing" phase.

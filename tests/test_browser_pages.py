@@ -9,7 +9,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from annotation import services
+from annotation.review import services
 from tests.test_browser_axe import RUN_AXE, axe_source
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from playwright.sync_api import Page, expect
 
-from annotation import services
 from annotation.models import Adjudication, Candidate, Review
+from annotation.review import services
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

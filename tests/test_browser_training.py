@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from annotation import gold, services
 from annotation.models import GoldReview, QualityConfig, Review, ReviewAudit
+from annotation.review import services
+from annotation.training import gold
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

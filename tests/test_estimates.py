@@ -14,9 +14,9 @@ import json
 import pytest
 from django.core.files.base import ContentFile
 
-from annotation import services as review
-from annotation.importing import images_import, manifest_parse
+from annotation.images.importing import images_import, manifest_parse
 from annotation.models import Candidate, FinalQuestion
+from annotation.review import services as review
 from conftest import png_bytes
 from judging.models import EvaluatedModel, Judge, Response
 from judging.runs import llm_jobs as judging_jobs
@@ -92,7 +92,7 @@ def test_the_entity_proposals_estimate_is_the_calls_made(
 ):
     """CRAG-MM images without an entity: one call each, as the console says beforehand."""
     monkeypatch.setattr(run_job_chunk, "delay_on_commit", lambda job_id: None)
-    from annotation.crag_mm import DATASET
+    from annotation.images.crag_mm import DATASET
     from annotation.models import Image, ImportBatch
 
     settings.MEDIA_ROOT = str(tmp_path / "media")

@@ -7,8 +7,8 @@ from django.contrib.auth.models import Group, User
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-from annotation import services
 from annotation.models import Adjudication, CandidateStatus
+from annotation.review import services
 from conftest import png_bytes
 
 pytestmark = pytest.mark.django_db

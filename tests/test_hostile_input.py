@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from annotation import services
 from annotation.models import FinalQuestion
+from annotation.review import services
 from rubrics import services as rubric_services
 from rubrics.models import Stage
 from rubrics.tests.conftest import make_question, sample_meta

@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from annotation import llm_jobs as annotation_jobs
-from annotation import services as review
-from annotation.importing import images_import, manifest_parse
+from annotation.images.importing import images_import, manifest_parse
 from annotation.models import Candidate, CandidateOrigin, CandidateStatus, FinalQuestion
+from annotation.questions import llm_jobs as annotation_jobs
+from annotation.review import services as review
 from conftest import png_bytes
 from judging.leaderboard.board import leaderboard
 from judging.models import EvaluatedModel, Judge, Response, Verdict

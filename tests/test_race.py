@@ -24,6 +24,7 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.db import connection
 
+from annotation.candidates import normalize_text
 from annotation.models import (
     AuditEvent,
     Candidate,
@@ -33,7 +34,6 @@ from annotation.models import (
     Image,
     Review,
 )
-from annotation.services import normalize_text
 from tests.processes import child_database_url
 
 pytestmark = [pytest.mark.race, pytest.mark.django_db(transaction=True)]

@@ -117,8 +117,8 @@ def test_a_change_of_groups_through_the_user_shows_at_once(alice, django_assert_
 
 
 def test_the_preference_is_read_once_and_follows_a_change(alice, django_assert_num_queries):
-    from annotation import services
-    from annotation.views import single_keys
+    from annotation.home import preferences as services
+    from annotation.home.preferences import single_keys
 
     with django_assert_num_queries(1):
         assert single_keys(alice) is True  # on until turned off: no preference stored

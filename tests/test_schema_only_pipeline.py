@@ -17,11 +17,11 @@ import json
 import pytest
 from django.db.models import Count, Q
 
-from annotation import llm_jobs as annotation_jobs
-from annotation import services as review
-from annotation.importing import images_import, manifest_parse
-from annotation.llm_jobs import GuardOutput, guard_problems
+from annotation.images.importing import images_import, manifest_parse
 from annotation.models import Candidate, FinalQuestion
+from annotation.questions import llm_jobs as annotation_jobs
+from annotation.questions.llm_jobs import GuardOutput, guard_problems
+from annotation.review import services as review
 from conftest import png_bytes
 from judging.models import EvaluatedModel, Judge, Response, Verdict
 from judging.runs import llm_jobs as judging_jobs

@@ -20,8 +20,8 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
-from annotation import services
 from annotation.models import AdjudicationClaim, CandidateStatus, ReviewClaim
+from annotation.review import services
 from tests.processes import child_database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -3,7 +3,7 @@
 from django.db import migrations, models
 
 # CRAG-MM's 13 domain labels -> the method's ten everyday domains ('' leaves a label out);
-# the first rows of the table that admins edit (annotation.crag_mm.DEFAULT_DOMAIN_MAP).
+# the first rows of the table that admins edit (annotation.images.crag_mm.DEFAULT_DOMAIN_MAP).
 CRAG_MM_DOMAINS = {
     "animal": "animals",
     "plants and gardening": "plants",

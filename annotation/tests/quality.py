@@ -1,8 +1,8 @@
 """Helpers of the training and audit tests: the rates of the one QualityConfig row, and a gold
 item made as an admin makes one."""
 
-from annotation import gold
 from annotation.models import QualityConfig
+from annotation.training import gold
 
 GOLD_NOTE = "It names the dish: leading."
 
@@ -29,7 +29,7 @@ def make_gold(root, image, *, text="Gold: what is this dish?", decision="discard
 def draw(user, item) -> None:
     """Draw the gold item into the person's queue, as the review page does (only a gold item
     drawn for a person may be answered by them)."""
-    from annotation import services
+    from annotation.review import services
 
     claimed = services.review_claim(user=user)
     assert claimed is not None and claimed.candidate.pk == item.candidate_id, claimed

@@ -1,6 +1,6 @@
 import pytest
 
-from annotation.agreement import cohen_kappa
+from annotation.analysis.agreement import cohen_kappa
 
 
 def test_perfect_agreement_is_one():

@@ -4,9 +4,10 @@ import pytest
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-from annotation import services
-from annotation.api import review_public_id
 from annotation.models import CandidateStatus, Review
+from annotation.questions import services as question_services
+from annotation.review import services
+from annotation.review.api import review_public_id
 
 pytestmark = pytest.mark.django_db
 
@@ -299,7 +300,7 @@ def test_image_question_after_promotion(as_user, alice, bob, root, make_image):
     post_review(as_user(bob), c, decision="accept")
     c.refresh_from_db()
     assert c.status == CandidateStatus.ACCEPTED
-    services.final_question_promote(user=root, candidate_id=c.pk)
+    question_services.final_question_promote(user=root, candidate_id=c.pk)
     body = as_user(alice).get("/api/images/img-1/").json()
     assert body["status"] == "has_question" and body["question"] == c.text
 

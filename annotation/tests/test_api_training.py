@@ -10,10 +10,11 @@ from django.contrib.auth.models import Group, User
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from annotation import audits, services
-from annotation.api import review_public_id
 from annotation.models import GoldItem, ReviewAudit, RoundAudit, TrainingState
+from annotation.review import services
+from annotation.review.api import review_public_id
 from annotation.tests.quality import draw, make_gold, set_rates
+from annotation.training import audits
 from tests.schema_match import response_mismatches
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,8 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from annotation import services
 from annotation.models import CandidateStatus, Review
+from annotation.review import services
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from PIL import Image as PILImage
 
-from annotation.crag_mm import read_revision
+from annotation.images.crag_mm import read_revision
 from annotation.models import Candidate, DomainMapping, Image, ImportBatch
 
 IMAGE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])

@@ -13,9 +13,9 @@ from django.core.cache import cache
 from django.core.management import call_command
 from django.urls import reverse
 
-from annotation import diversity
-from annotation.diversity import Question, analyse, skeleton
-from annotation.diversity_report import diversity_report
+from annotation.analysis import diversity
+from annotation.analysis.diversity import Question, analyse, skeleton
+from annotation.analysis.diversity_report import diversity_report
 from annotation.models import AuditEvent, FinalQuestion
 from llm.models import Job
 from tests.question_sets import generated_questions

@@ -13,9 +13,12 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation import llm_entities, llm_jobs, services
-from annotation.crag_mm import DATASET
+from annotation.images import entities as llm_entities
+from annotation.images import services as image_services
+from annotation.images.crag_mm import DATASET
 from annotation.models import AuditEvent, Candidate, CandidateStatus, Image, ImportBatch
+from annotation.questions import llm_jobs
+from annotation.review import services
 from annotation.tests.test_llm_jobs import drain, fake, model, reply, sent  # noqa: F401
 from core.errors import Conflict, InvalidInput, NotAllowed
 from llm import jobs, launchers
@@ -185,28 +188,32 @@ def proposed(crag, source_id: str = "s-1", texts=None) -> Image:
 
 def test_confirming_records_who_and_when_and_a_second_confirmation_is_refused(crag, alice, bob):
     image = proposed(crag)
-    event = services.image_entity_confirm(user=alice, image_id=image.pk, proposed="Citroën 2CV")
+    event = image_services.image_entity_confirm(
+        user=alice, image_id=image.pk, proposed="Citroën 2CV"
+    )
     image.refresh_from_db()
     assert image.entity_confirmed and image.entity == "Citroën 2CV"
     assert (event.action, event.actor, event.image_id) == ("entity.confirm", alice, image.pk)
     assert event.at is not None
     for person in (alice, bob):  # the same form again, or someone else at the same moment
         with pytest.raises(Conflict, match="confirmed already"):
-            services.image_entity_confirm(user=person, image_id=image.pk, proposed="Citroën 2CV")
+            image_services.image_entity_confirm(
+                user=person, image_id=image.pk, proposed="Citroën 2CV"
+            )
     assert AuditEvent.objects.filter(image=image, action__startswith="entity.").count() == 1
 
 
 def test_correcting_writes_the_new_entity_and_refusals(crag, alice, mallory):
     image = proposed(crag)
     with pytest.raises(NotAllowed):
-        services.image_entity_confirm(user=mallory, image_id=image.pk, proposed="Citroën 2CV")
+        image_services.image_entity_confirm(user=mallory, image_id=image.pk, proposed="Citroën 2CV")
     with pytest.raises(Conflict, match="changed"):  # not what the page showed
-        services.image_entity_confirm(user=alice, image_id=image.pk, proposed="Renault 4")
+        image_services.image_entity_confirm(user=alice, image_id=image.pk, proposed="Renault 4")
     with pytest.raises(InvalidInput):
-        services.image_entity_confirm(
+        image_services.image_entity_confirm(
             user=alice, image_id=image.pk, proposed="Citroën 2CV", corrected="   "
         )
-    event = services.image_entity_confirm(
+    event = image_services.image_entity_confirm(
         user=alice, image_id=image.pk, proposed="Citroën 2CV", corrected="  Citroën  2CV6 "
     )
     image.refresh_from_db()
@@ -221,7 +228,7 @@ def test_candidates_wait_for_the_confirmation_and_so_does_generation(
     image = proposed(crag, texts=["What car is this and why was it so cheap to run?"])
     assert services.review_claim(user=alice) is None
     assert llm_jobs._generation_images(None).filter(pk=image.pk).count() == 0
-    services.image_entity_confirm(user=alice, image_id=image.pk, proposed=image.entity)
+    image_services.image_entity_confirm(user=alice, image_id=image.pk, proposed=image.entity)
     claimed = services.review_claim(user=alice)
     assert claimed is not None and claimed.candidate.image_id == image.pk
     Candidate.objects.filter(image=image).update(status=CandidateStatus.DISCARDED)
@@ -233,7 +240,7 @@ def test_with_auto_generation_a_confirmed_image_gets_its_generation_job(
 ):
     settings.LLM_AUTO_GENERATE = True
     image = proposed(crag)
-    services.image_entity_confirm(user=alice, image_id=image.pk, proposed=image.entity)
+    image_services.image_entity_confirm(user=alice, image_id=image.pk, proposed=image.entity)
     job = Job.objects.get(kind=llm_jobs.GENERATE)
     assert list(job.items.values_list("key", flat=True)) == ["s-1"]
 
@@ -306,7 +313,7 @@ def test_skipping_shows_the_next_image_and_the_history_says_who_confirmed(
     client.force_login(alice)
     page = client.post(reverse("entity_skip", args=[first.pk]), HTTP_HX_REQUEST="true")
     assert reverse("image_file", args=["s-2"]) in page.content.decode()
-    services.image_entity_confirm(user=alice, image_id=second.pk, proposed=second.entity)
+    image_services.image_entity_confirm(user=alice, image_id=second.pk, proposed=second.entity)
     from annotation.labels import describe_event
 
     event = AuditEvent.objects.get(image=second, action="entity.confirm")

@@ -11,8 +11,8 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from annotation import services
 from annotation.models import CandidateStatus, GoldReview, Review
+from annotation.review import services
 from annotation.tests.quality import GOLD_NOTE, make_gold, set_rates
 
 pytestmark = pytest.mark.django_db

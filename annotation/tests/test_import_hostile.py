@@ -507,8 +507,8 @@ from pathlib import Path
 import django
 django.setup()
 import pyarrow.parquet  # noqa: F401
-from annotation.crag_mm import DEFAULT_DOMAIN_MAP, crag_mm_plan
-from annotation.importing import ImportProblems
+from annotation.images.crag_mm import DEFAULT_DOMAIN_MAP, crag_mm_plan
+from annotation.images.importing import ImportProblems
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.monotonic()
 try:

@@ -14,8 +14,8 @@ from django.db import connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from annotation import llm_jobs
 from annotation.models import AuditEvent, Candidate, CandidateOrigin, CandidateStatus, FinalQuestion
+from annotation.questions import llm_jobs
 from conftest import png_bytes
 from llm import jobs
 from llm.fencing import fenced_texts, outside_fences

@@ -7,8 +7,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation import services
 from annotation.models import AdjudicationClaim, ReviewAudit, ReviewClaim, RoundAudit
+from annotation.review import services
 from annotation.tests.quality import set_rates
 
 pytestmark = pytest.mark.django_db

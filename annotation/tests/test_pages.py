@@ -10,9 +10,10 @@ from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.urls import reverse
 
-from annotation import services
 from annotation.labels import describe_event, words
 from annotation.models import AuditEvent
+from annotation.questions import services as question_services
+from annotation.review import services
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -84,7 +85,7 @@ def test_500_is_a_page_without_the_database(client, root, monkeypatch):
     def broken():
         raise RuntimeError("the report failed")
 
-    monkeypatch.setattr("annotation.views.agreement_report", broken)
+    monkeypatch.setattr("annotation.analysis.views.agreement_report", broken)
     client.raise_request_exception = False
     response = login(client, root).get(reverse("agreement"))
     assert response.status_code == 500
@@ -149,7 +150,7 @@ def images(make_image, alice, bob, root):
     for candidate in (accepted, promoted):
         services.review_submit(user=alice, candidate_id=candidate.pk, decision="accept")
         services.review_submit(user=bob, candidate_id=candidate.pk, decision="accept")
-    services.final_question_promote(user=root, candidate_id=promoted.pk)
+    question_services.final_question_promote(user=root, candidate_id=promoted.pk)
     return needs, review, guard, question
 
 
@@ -188,7 +189,7 @@ def test_images_list_refuses_a_bad_filter_by_name(client, root, images):
 
 
 def test_images_list_pages_keep_the_filters(client, root, make_image, settings, monkeypatch):
-    monkeypatch.setattr("annotation.views.IMAGES_PER_PAGE", 2)
+    monkeypatch.setattr("annotation.images.views.IMAGES_PER_PAGE", 2)
     for n in range(5):
         make_image(f"img-{n}", [], domain="food")
     body = login(client, root).get(reverse("images"), {"domain": "food", "page": 2}).content

@@ -11,9 +11,11 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation import services
-from annotation.llm_jobs import GENERATE
+from annotation import candidates
 from annotation.models import CandidateStatus
+from annotation.questions import auto_generation
+from annotation.questions.llm_jobs import GENERATE
+from annotation.review import services
 from llm.models import Job, LLMModel
 from llm.tasks import run_job_chunk
 from rubrics.models import Rubric, RubricVersion, Stage
@@ -170,7 +172,7 @@ def test_auto_generation_on_launches_for_the_image(
     assert sent == [job.pk]
     # A later change to the same image does not launch a second job while one is pending.
     with django_capture_on_commit_callbacks(execute=True):
-        transaction.on_commit(lambda: services._auto_generate(candidate.image_id))
+        transaction.on_commit(lambda: auto_generation.auto_generate(candidate.image_id))
     assert Job.objects.count() == 1
 
 
@@ -189,7 +191,7 @@ def test_auto_generation_without_a_model_is_logged_not_fatal(
     settings.LLM_AUTO_GENERATE = True
     settings.LLM_MODEL_GENERATION = ""
     _, [candidate] = make_image("img-1")
-    with caplog.at_level(logging.WARNING, logger="annotation.services"):
+    with caplog.at_level(logging.WARNING, logger="annotation.questions.auto_generation"):
         discard_twice(candidate, alice, bob, django_capture_on_commit_callbacks)
     candidate.refresh_from_db()
     assert candidate.status == CandidateStatus.DISCARDED
@@ -223,7 +225,7 @@ def test_a_status_change_alone_launches_nothing(
     settings.LLM_AUTO_GENERATE = True
     _, [candidate] = make_image("img-1")
     with django_capture_on_commit_callbacks(execute=True) as callbacks, transaction.atomic():
-        services._set_status(
+        candidates.set_status(
             candidate, CandidateStatus.DISCARDED, actor=alice, reason="by hand", now=timezone.now()
         )
     assert callbacks == [] and not Job.objects.exists()

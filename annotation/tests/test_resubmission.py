@@ -11,8 +11,8 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation import services
 from annotation.models import Review
+from annotation.review import services
 from annotation.tests.quality import make_gold, set_rates
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,6 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from annotation import services
 from annotation.models import (
     Adjudication,
     AuditEvent,
@@ -18,6 +17,8 @@ from annotation.models import (
     ReviewClaim,
     image_status,
 )
+from annotation.questions import services as question_services
+from annotation.review import services
 from core.errors import Conflict, InvalidInput, NotAllowed, NotFound
 
 pytestmark = pytest.mark.django_db
@@ -412,7 +413,7 @@ def test_accepted_then_promoted(alice, bob, root, make_image):
     review(alice, c, "accept")
     review(bob, c, "accept")
     assert _status("img-1") == ImageStatus.AWAITING_GUARD
-    question = services.final_question_promote(user=root, candidate_id=c.pk)
+    question = question_services.final_question_promote(user=root, candidate_id=c.pk)
     assert question.text == c.text and question.promoted_by == root
     assert _status("img-1") == ImageStatus.HAS_QUESTION
     assert AuditEvent.objects.filter(action="question.promote", image=image).exists()
@@ -421,15 +422,15 @@ def test_accepted_then_promoted(alice, bob, root, make_image):
 def test_promotion_refusals(alice, bob, root, make_image):
     _, (c, other) = make_image(texts=["A?", "B?"])
     with pytest.raises(NotAllowed):
-        services.final_question_promote(user=alice, candidate_id=c.pk)
+        question_services.final_question_promote(user=alice, candidate_id=c.pk)
     with pytest.raises(Conflict, match="accepted"):
-        services.final_question_promote(user=root, candidate_id=c.pk)
+        question_services.final_question_promote(user=root, candidate_id=c.pk)
     for cand in (c, other):
         review(alice, cand, "accept")
         review(bob, cand, "accept")
-    services.final_question_promote(user=root, candidate_id=c.pk)
+    question_services.final_question_promote(user=root, candidate_id=c.pk)
     with pytest.raises(Conflict, match="already"):
-        services.final_question_promote(user=root, candidate_id=other.pk)
+        question_services.final_question_promote(user=root, candidate_id=other.pk)
 
 
 def test_unclaimed_review_cannot_take_a_reserved_slot(alice, bob, erin, make_image):

@@ -6,7 +6,6 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
-from annotation import audits, gold, services
 from annotation.models import (
     AuditEvent,
     CandidateStatus,
@@ -18,7 +17,10 @@ from annotation.models import (
     RoundAudit,
     TrainingState,
 )
+from annotation.questions import services as question_services
+from annotation.review import services
 from annotation.tests.quality import GOLD_NOTE, make_gold, set_rates
+from annotation.training import audits, gold
 from core.errors import Conflict, InvalidInput, NotAllowed
 
 pytestmark = pytest.mark.django_db
@@ -53,7 +55,7 @@ def test_a_gold_review_is_recorded_apart_and_never_fills_a_slot(make_image, root
     assert item.candidate.status == CandidateStatus.GOLD
     assert GoldReview.objects.filter(gold=item).count() == 3
     with pytest.raises(Conflict):
-        services.final_question_promote(user=root, candidate_id=item.candidate_id)
+        question_services.final_question_promote(user=root, candidate_id=item.candidate_id)
     assert not FinalQuestion.objects.exists()
     # The real candidate still takes exactly its own two reviews.
     services.review_submit(user=alice, candidate_id=real.pk, decision="accept")

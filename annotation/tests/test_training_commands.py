@@ -6,8 +6,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from annotation import gold, services
 from annotation.models import AuditEvent, QualityConfig, ReviewAudit, TrainingState
+from annotation.review import services
+from annotation.training import gold
 
 pytestmark = pytest.mark.django_db
 

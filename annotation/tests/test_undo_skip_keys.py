@@ -8,7 +8,6 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from annotation import services
 from annotation.models import (
     Adjudication,
     AuditEvent,
@@ -17,6 +16,7 @@ from annotation.models import (
     Review,
     ReviewClaim,
 )
+from annotation.review import services
 from core.errors import Conflict, NotFound
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation import services
 from annotation.models import Candidate, FinalQuestion, Review
+from annotation.questions import services as question_services
+from annotation.review import services
 
 pytestmark = pytest.mark.django_db
 
@@ -321,7 +322,7 @@ def test_admin_corrects_drops_and_restores_a_question(client, root, alice, bob, 
     _, (c,) = make_image()
     services.review_submit(user=alice, candidate_id=c.pk, decision="accept")
     services.review_submit(user=bob, candidate_id=c.pk, decision="accept")
-    question = services.final_question_promote(user=root, candidate_id=c.pk)
+    question = question_services.final_question_promote(user=root, candidate_id=c.pk)
     url = reverse("question_correct", args=[question.pk])
     login(client, alice)
     assert client.post(url, {"field": "drop", "reason": "x"}).status_code == 403

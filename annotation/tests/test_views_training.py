@@ -10,9 +10,10 @@ import re
 import pytest
 from django.urls import reverse
 
-from annotation import audits, services
 from annotation.models import GoldItem, ReviewAudit, ReviewClaim, TrainingState
+from annotation.review import services
 from annotation.tests.quality import GOLD_NOTE, draw, make_gold, set_rates
+from annotation.training import audits
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from annotation.importing import ImportProblems, json_line
+from annotation.images.importing import ImportProblems, json_line
 from annotation.models import FinalQuestion
 from core.errors import InvalidInput
 from core.text import clean_source_id, clean_text

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from annotation.llm_jobs import GENERATE, select_images
 from annotation.models import CandidateStatus, FinalQuestion
+from annotation.questions.llm_jobs import GENERATE, select_images
 from llm import jobs, launchers
 from llm.models import Job, LLMModel
 from rubrics.llm_jobs import select_questions

@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from annotation.llm_jobs import GENERATE
+from annotation.questions.llm_jobs import GENERATE
 from llm import launchers
 from llm.models import Job, LLMModel
 

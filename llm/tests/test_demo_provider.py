@@ -11,8 +11,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from pydantic import BaseModel, Field
 
-from annotation.llm_entities import EntityProposal
-from annotation.llm_jobs import (
+from annotation.images.entities import EntityProposal
+from annotation.questions.llm_jobs import (
     GuardOutput,
     candidate_items,
     guard_problems,
@@ -257,7 +257,7 @@ def test_a_schema_without_its_own_answer_still_validates():
 
 def test_answers_are_the_same_for_the_same_prompt():
     prompt = "- entity: Tabby cat\n- domain: animals"
-    from annotation.llm_jobs import GeneratedQuestions
+    from annotation.questions.llm_jobs import GeneratedQuestions
 
     first = structured_answer(GeneratedQuestions, prompt)
     assert first == structured_answer(GeneratedQuestions, prompt)

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation.llm_jobs import GENERATE, GUARD
+from annotation.questions.llm_jobs import GENERATE, GUARD
 from llm import jobs
 from llm.models import ItemStatus, Job, JobItem
 

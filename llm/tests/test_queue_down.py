@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotation.llm_jobs import GUARD
+from annotation.questions.llm_jobs import GUARD
 from conftest import reset_broker_pools
 from llm import tasks
 from llm.models import ItemStatus, Job, JobItem

@@ -14,8 +14,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
-from annotation import services as annotation_services
 from annotation.models import Candidate, CandidateStatus, FinalQuestion
+from annotation.questions import services as annotation_services
 from rubrics import services
 from rubrics.models import Origin, RubricCheck, RubricVersion, Stage
 from rubrics.tests.test_compiler import document, fact, flexible

@@ -7,8 +7,8 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from annotation import services as annotation_services
 from annotation.models import QuestionCorrection
+from annotation.questions import services as annotation_services
 from core.errors import Conflict, InvalidInput, NotAllowed, NotFound
 from rubrics import services
 from rubrics.compiler import MetaRubricInvalid

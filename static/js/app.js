@@ -792,7 +792,7 @@
   });
 })();
 
-// Audit pages (annotation/views_training.py): a and o (reviews) or a and f (rubric rounds) pick
+// Audit pages (annotation/training/views.py): a and o (reviews) or a and f (rubric rounds) pick
 // the verdict; c, Enter, Esc and ? are the review page's keys above.
 (function () {
   "use strict";

@@ -3,8 +3,8 @@ job, so that audits wait before anyone opens the pages."""
 
 from django.core.management.base import BaseCommand
 
-from annotation import audits
 from annotation.models import ReviewAudit, RoundAudit
+from annotation.training import audits
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from annotation.crag_mm import (
+from annotation.images.crag_mm import (
     SPLITS,
     crag_mm_import,
     crag_mm_plan,
@@ -14,7 +14,7 @@ from annotation.crag_mm import (
     domain_mapping,
     read_entities,
 )
-from annotation.importing import ImportProblems
+from annotation.images.importing import ImportProblems
 from annotation.models import ImportBatch
 
 

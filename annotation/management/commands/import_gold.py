@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.gold import GoldImportProblems, gold_import
+from annotation.training.gold import GoldImportProblems, gold_import
 
 
 class Command(BaseCommand):

@@ -4,7 +4,12 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from annotation.importing import ImportProblems, images_import, manifest_parse, problems_shown
+from annotation.images.importing import (
+    ImportProblems,
+    images_import,
+    manifest_parse,
+    problems_shown,
+)
 from annotation.models import ImportBatch
 
 

@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand, CommandError
 
 from annotation.demo import DEMO_IMAGES, DEMO_PASSWORD_SUFFIX, DEMO_USERS
-from annotation.importing import ManifestEntry, images_import
+from annotation.images.importing import ManifestEntry, images_import
 from annotation.models import ImportBatch
 from core.access import ROLE_GROUPS
 
@@ -104,8 +104,9 @@ class Command(BaseCommand):
     def _demo_rubric(self) -> bool:
         """One demo question with a demo meta-rubric waiting for a human round, made through the
         same services as real work (two acceptances, a promotion, a rubric version)."""
-        from annotation import services
         from annotation.models import Candidate, FinalQuestion
+        from annotation.questions import services as question_services
+        from annotation.review import services
         from rubrics.demo import DEMO_META_RUBRIC, DEMO_QUESTION, DEMO_SOURCE_ID
         from rubrics.models import Stage
         from rubrics.services import rubric_version_create
@@ -124,7 +125,7 @@ class Command(BaseCommand):
             services.review_submit(
                 user=annotator, candidate_id=candidate.pk, decision="accept", comment="demo review"
             )
-        question = services.final_question_promote(user=admin, candidate_id=candidate.pk)
+        question = question_services.final_question_promote(user=admin, candidate_id=candidate.pk)
         rubric_version_create(
             question=question,
             meta_document=DEMO_META_RUBRIC,
@@ -145,7 +146,7 @@ class Command(BaseCommand):
         """Half of each annotator's resolved demo reviews drawn for audit (the team's rate, 5 %,
         draws none of so few), so that carol has reviews to audit on /audit/ and over the API.
         The draw is exact per person: running it again draws nothing more."""
-        from annotation.audits import review_audits_draw
+        from annotation.training.audits import review_audits_draw
 
         return review_audits_draw(rate=DEMO_AUDIT_RATE)
 
@@ -153,9 +154,9 @@ class Command(BaseCommand):
         """Demo reviews that leave something for each LLM stage to take after `make run`: the
         rocket's first question accepted by two annotators (the guard's), the Hubble photo's
         questions all discarded (generation's). Skipped where anyone reviewed already."""
-        from annotation import services
         from annotation.demo import DEMO_AWAITING_GUARD, DEMO_NEEDING_CANDIDATES
         from annotation.models import Candidate
+        from annotation.review import services
 
         done = []
         plans = [

@@ -6,7 +6,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from annotation.diversity_report import SCOPES, diversity_report
+from annotation.analysis.diversity_report import SCOPES, diversity_report
 
 
 def _pct(value) -> str:

@@ -7,7 +7,7 @@ from django.core.files.storage import default_storage
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from annotation.importing import CONTENT_TYPES, IMAGE_FORMATS, image_format
+from annotation.images.importing import CONTENT_TYPES, IMAGE_FORMATS, image_format
 from annotation.models import AuditEvent, Image
 
 QUARANTINE = "quarantine"

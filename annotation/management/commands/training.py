@@ -6,8 +6,8 @@ import json
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from annotation import gold
-from annotation.views_training import training_rows
+from annotation.training import gold
+from annotation.training.views import training_rows
 from core import access
 from core.errors import DomainError
 

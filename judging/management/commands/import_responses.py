@@ -3,7 +3,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotation.importing import ImportProblems, problems_shown
+from annotation.images.importing import ImportProblems, problems_shown
 from judging.runs.importing import responses_import, responses_parse
 
 

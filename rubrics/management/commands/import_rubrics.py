@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, DjangoHelpFormatter
 from tqdm import tqdm
 
-from annotation.importing import problems_shown
+from annotation.images.importing import problems_shown
 from core.errors import DomainError
 from rubrics.importing import IMPORTABLE_STAGES, RubricImportProblems, rubrics_import, rubrics_parse
 from rubrics.models import STAGE_ORDER

@@ -1,0 +1,22 @@
+"""What an annotator's pages read about their own work: today's start, done today and waiting."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from ..models import (
+    Candidate,
+    Review,
+)
+
+
+def review_progress(user) -> dict:
+    start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
+    return {
+        "done_today": Review.objects.filter(annotator=user, created_at__gte=start).count(),
+        "waiting": Candidate.objects.waiting_for(user).count(),
+    }
+
+
+def today_start():
+    return timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
