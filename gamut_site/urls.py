@@ -16,6 +16,7 @@ from annotation import (
     views_entities,
     views_training,
 )
+from core import views as core_views
 from gamut_site import docs
 from judging.checks import api as checks_api
 from judging.checks import views as checks_views
@@ -40,6 +41,9 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Asked by nginx before it reads a large body (deploy/nginx.conf); open to anyone, it tells
+    # a person only whether they may send it.
+    path("upload-gate/", core_views.upload_gate, name="upload_gate"),
     path("review/", views.review_page, name="review"),
     path("review/<int:candidate_id>/", views.review_submit, name="review_submit"),
     path("review/<int:candidate_id>/skip/", views.review_skip, name="review_skip"),
