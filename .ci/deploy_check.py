@@ -83,6 +83,20 @@ def login(http: httpx.Client, username: str = ADMIN, password: str = PASSWORD) -
     )
 
 
+def arrived(conn: ssl.SSLSocket) -> bytes | None:
+    """What the server has answered so far, None when nothing yet (TLS's own records, such as
+    TLS 1.3's session tickets, make the socket readable without an answer)."""
+    if not select.select([conn], [], [], 0)[0]:
+        return None
+    conn.settimeout(0)
+    try:
+        return conn.recv(65536)
+    except ssl.SSLWantReadError:
+        return None
+    finally:
+        conn.settimeout(120)
+
+
 def send_large(path: str, headers: dict[str, str], total: int = 200 * MB) -> dict:
     """POST a multipart body of `total` bytes over TLS, 64 KiB at a time, looking for an answer
     before each piece: the time to the answer, how much had been sent by then, the answer."""
@@ -104,13 +118,15 @@ def send_large(path: str, headers: dict[str, str], total: int = 200 * MB) -> dic
     sent = 0
     started = time.monotonic()
     conn.sendall(f"POST {path} HTTP/1.1\r\n{head}\r\n".encode())
+    answer = None
     try:
-        while sent < total and not select.select([conn], [], [], 0)[0]:
+        while sent < total and answer is None:
             conn.sendall(piece[: total - sent])
             sent += min(len(piece), total - sent)
+            answer = arrived(conn)
     except OSError:
         pass  # the server stopped reading: the answer is there
-    answer = b""
+    answer = answer or b""
     while b"\r\n\r\n" not in answer:
         data = conn.recv(65536)
         if not data:
