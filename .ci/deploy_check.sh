@@ -6,7 +6,8 @@
 # (tests/fake_llm.py) as Gemini. .ci/deploy_check.py then drives it through the proxy: a login,
 # an import over 1 MB, an LLM job, the refusals and the logs. Last, the backups: deploy/backup.sh,
 # the restore drill (deploy/restore_drill.sh), then a lost database and photo folder brought
-# back by deploy/restore.sh and checked through the proxy again.
+# back by deploy/restore.sh and checked through the proxy again. On the way, the upload gate:
+# a large body from anyone who may not upload is refused before nginx reads it.
 # Only what is site-specific in the shipped files is changed: server_name, the certificate,
 # the ports and /srv/gamut (this checkout).
 # Usage: DATABASE_URL=postgres://.../EMPTY_DATABASE .ci/deploy_check.sh
@@ -85,6 +86,21 @@ deploy/manage.sh shell -c "
 from llm.models import LLMModel
 LLMModel.objects.create(name='gemini-deploy-check', provider='gemini', model='gemini-2.5-flash')
 "
+# An annotator (a member who may not upload), and an API token for each person: the upload
+# gate is driven by session and by token.
+member_password=$($py -c "import secrets; print(secrets.token_urlsafe(16))")
+tokens=$(DEPLOY_MEMBER_PASSWORD=$member_password deploy/manage.sh shell -c "
+import os
+from django.contrib.auth.models import Group, User
+from knox.models import AuthToken
+member = User.objects.create_user('deploy-annotator', password=os.environ['DEPLOY_MEMBER_PASSWORD'])
+member.groups.add(Group.objects.get_or_create(name='annotator')[0])
+print('admin-token', AuthToken.objects.create(user=User.objects.get(username='deploy-admin'))[1])
+print('member-token', AuthToken.objects.create(user=member)[1])
+")
+admin_token=$(sed -n 's/^admin-token //p' <<<"$tokens")
+member_token=$(sed -n 's/^member-token //p' <<<"$tokens")
+[ -n "$admin_token" ] && [ -n "$member_token" ] || { echo "no API tokens: $tokens" >&2; exit 1; }
 
 unit_command() {  # the unit's ExecStart, with /srv/gamut this checkout
   sed -n 's/^ExecStart=//p' "deploy/systemd/$1.service" | sed "s|/srv/gamut|$repo|g"
@@ -138,7 +154,7 @@ cat >"$work/nginx.conf" <<EOF
 $nginx_user
 worker_processes 1;
 pid $work/nginx.pid;
-error_log $work/nginx-error.log;
+error_log $work/nginx-error.log warn;  # warn: a body buffered to a file is logged
 events { worker_connections 256; }
 http {
   include /etc/nginx/mime.types;
@@ -157,7 +173,9 @@ nginx -c "$nginx_conf" -p "$work"
 
 drive() {
   DEPLOY_WORK=$work DEPLOY_ADMIN_PASSWORD=$admin_password DEPLOY_HTTP_PORT=$http_port \
-    DEPLOY_HTTPS_PORT=$https_port $py .ci/deploy_check.py "$@"
+    DEPLOY_HTTPS_PORT=$https_port DEPLOY_MEMBER_PASSWORD=$member_password \
+    DEPLOY_ADMIN_TOKEN=$admin_token DEPLOY_MEMBER_TOKEN=$member_token \
+    $py .ci/deploy_check.py "$@"
 }
 echo "== through the proxy"
 drive deploy

@@ -119,9 +119,16 @@ def safe_next(request: HttpRequest) -> bool:
 
 
 def error_response(
-    request: HttpRequest, status: int, message: str, field: str | None = None
+    request: HttpRequest,
+    status: int,
+    message: str,
+    field: str | None = None,
+    *,
+    path: str | None = None,
 ) -> HttpResponse:
-    if request.path.startswith("/api/"):
+    """The refusal as the address `path` (by default the request's) gives it: the API's error
+    body under /api/, plain text elsewhere."""
+    if (request.path if path is None else path).startswith("/api/"):
         body = {"detail": message, **({"field": field} if field else {})}
         return JsonResponse(body, status=status)
     return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")

@@ -2,7 +2,8 @@
 
 RequestSizeMiddleware: a body is refused by its Content-Length before a byte of it is read or
 spooled to a temporary file: at most DATA_UPLOAD_MAX_MEMORY_SIZE for every address, more only
-for the addresses that take an upload (`@takes_upload`) and from the people who may send one.
+for the addresses that take an upload (`@takes_upload`) and from the people who may send one
+(upload_refusal; nginx asks the same function through the upload gate, core/views.py).
 
 InputBoundaryMiddleware: every request's path, query, form fields, uploaded file names and JSON
 body are looked at once for what no field may hold (control characters, lone surrogates, values
@@ -144,11 +145,65 @@ def _mb(size: int) -> str:
     return f"{size / 1024 / 1024:,.1f} MB"
 
 
+def sender(request: HttpRequest):
+    """The person sending the request: the API token's when it carries one, else the
+    session's."""
+    token = access.api_token_user(request)
+    return token if token is not None else get_user(request)
+
+
+def upload_refusal(request: HttpRequest, path: str, size: int | None) -> tuple[int, str] | None:
+    """The one rule for large bodies, asked by RequestSizeMiddleware before Django reads a body
+    and by the upload gate (core/views.py) before nginx reads one: None when a body of `size`
+    bytes sent to `path` by the person of `request` may be read; else the status and the
+    message: 413 for a body larger than the address takes, 401 (nobody logged in) or 403 (no
+    role) for a large body to an upload address from someone who may not upload. A body whose
+    length is not said (`size` None) counts as large. Who is sending is asked (one session or
+    token lookup) only for a large body to an upload address."""
+    small = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    if small is None or (size is not None and size <= small):
+        return None
+    said = "does not say its length" if size is None else f"is {_mb(size)}"
+    try:
+        view = resolve(path).func
+    except Resolver404:
+        view = None
+    cap = upload_cap(view)
+    if cap is None:
+        return 413, (
+            f"The request {said}; this address takes at most {_mb(small)}, so it was refused "
+            "unread."
+        )
+    person = sender(request)
+    if not access.has_role(person, view.upload_role):
+        return 403 if person.is_authenticated else 401, (
+            f"The request {said}; only {access.audience(view.upload_role)}, logged in, may "
+            f"send more than {_mb(small)} here, so it was refused unread."
+        )
+    if size is not None and size > cap:
+        return 413, (
+            f"The upload is {_mb(size)}, over the {_mb(cap)} this import takes "
+            f"({' + '.join(view.upload_caps)}); split it into smaller imports. It was "
+            "refused unread."
+        )
+    return None
+
+
+def refusal_response(request: HttpRequest, path: str, status: int, message: str) -> HttpResponse:
+    """upload_refusal's answer as the app gives it for `path`: the API's error body or plain
+    text, with the API's scheme named on a 401."""
+    response = error_response(request, status, message, path=path)
+    if status == 401:
+        response["WWW-Authenticate"] = "Token"
+    return response
+
+
 class RequestSizeMiddleware:
-    """Refuses a body by its Content-Length before it is read: a 300 MB post to /login/, or
-    an upload from someone who may not upload, costs the server nothing. After the session
-    middleware (who is asking); before anything that reads the body (InputBoundaryMiddleware,
-    CSRF). A body without a Content-Length (chunked) is not read by Django at all."""
+    """Refuses a body by its Content-Length before it is read (upload_refusal): a 300 MB post
+    to /login/, or an upload from someone who may not upload, costs the server nothing. After
+    the session middleware (who is asking); before anything that reads the body
+    (InputBoundaryMiddleware, CSRF). A body without a Content-Length (chunked) is not read by
+    Django at all."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -158,43 +213,9 @@ class RequestSizeMiddleware:
             size = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             size = 0  # what Django reads of such a body: nothing
-        small = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        if small is None or size <= small:
-            return self.get_response(request)
-        refused = self._refusal(request, size, small)
+        refused = upload_refusal(request, request.path_info, size)
         if refused is None:
             return self.get_response(request)
         # The server closes the connection (gunicorn's sync workers always do; its threaded
         # ones after draining at most 64 KB): the unread body is never read.
-        return error_response(request, 413, refused)
-
-    def _refusal(self, request: HttpRequest, size: int, small: int) -> str | None:
-        try:
-            view = resolve(request.path_info).func
-        except Resolver404:
-            view = None
-        cap = upload_cap(view)
-        if cap is None:
-            return (
-                f"The request is {_mb(size)}; this address takes at most {_mb(small)}, so it "
-                "was refused unread."
-            )
-        role = view.upload_role
-        if not access.has_role(self._person(request), role):
-            return (
-                f"The request is {_mb(size)}; only {access.audience(role)}, logged in, may send "
-                f"more than {_mb(small)} here, so it was refused unread."
-            )
-        if size > cap:
-            return (
-                f"The upload is {_mb(size)}, over the {_mb(cap)} this import takes "
-                f"({' + '.join(view.upload_caps)}); split it into smaller imports. It was "
-                "refused unread."
-            )
-        return None
-
-    @staticmethod
-    def _person(request: HttpRequest):
-        """The API token's person when the request carries one, else the session's."""
-        token = access.api_token_user(request)
-        return token if token is not None else get_user(request)
+        return refusal_response(request, request.path, *refused)

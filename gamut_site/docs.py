@@ -30,6 +30,7 @@ HELP: dict[str, str] = {
     "home": "#people",
     "login": "#people",
     "logout": "#people",
+    "upload_gate": "production.html#proxy",  # nginx asks it; a POST shows the 405 page
     "review": "annotators.html#review",
     "review_submit": "annotators.html#review",
     "review_skip": "annotators.html#review",

@@ -15,6 +15,7 @@ from annotation.review import api as review_api
 from annotation.review import views as review_views
 from annotation.training import api as training_api
 from annotation.training import views as training_views
+from core import views as core_views
 from gamut_site import docs
 from judging.checks import api as checks_api
 from judging.checks import views as checks_views
@@ -39,6 +40,9 @@ urlpatterns = [
     path("", home_views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Asked by nginx before it reads a large body (deploy/nginx.conf); open to anyone, it tells
+    # a person only whether they may send it.
+    path("upload-gate/", core_views.upload_gate, name="upload_gate"),
     path("review/", review_views.review_page, name="review"),
     path("review/<int:candidate_id>/", review_views.review_submit, name="review_submit"),
     path("review/<int:candidate_id>/skip/", review_views.review_skip, name="review_skip"),

@@ -159,9 +159,10 @@ def nginx_body_sizes() -> tuple[int, dict[str, int]]:
     server = re.findall(r"^    client_max_body_size (\w+);", nginx, re.M)
     assert len(server) == 1, "one body size for the TLS server"
     locations = {}
-    for path, block in re.findall(r"location = (\S+) \{(.*?)\}", nginx, re.S):
+    for path, block in nginx_locations().items():
         size = re.search(r"client_max_body_size (\w+);", block)
-        if size:
+        # The upload gate (internal, no body read) sets 0: no size at all.
+        if size and "internal;" not in block:
             locations[path] = nginx_size(size.group(1))
     return nginx_size(server[0]), locations
 
@@ -205,6 +206,63 @@ def test_nginx_takes_what_the_app_takes_on_every_path():
     # has its location here too.
     reads_files = {p for p, view in site_views() if "request.FILES" in view_source(view)}
     assert reads_files == set(caps), "a view reads request.FILES without @takes_upload"
+
+
+def nginx_locations() -> dict[str, str]:
+    """deploy/nginx.conf's exact-path and named locations: their bodies by path or name (the
+    blocks nest `if` blocks one level deep)."""
+    nginx = (ROOT / "deploy" / "nginx.conf").read_text()
+    return dict(re.findall(r"^    location (?:= )?(\S+) \{\n(.*?)^    \}$", nginx, re.S | re.M))
+
+
+def test_every_upload_location_asks_the_gate_before_reading_a_body():
+    """Each location that takes more than the app's 5 MiB asks the upload gate (auth_request)
+    before nginx reads a byte of the body, sends a request without a length to the 5 MiB of
+    @app, and relays the gate's refusal in the app's format (the API's JSON under /api/); the
+    gate is internal, bodiless and GET, and its answer is the app's (tests/test_upload_limits.py
+    holds the gate to the middleware's rule)."""
+    from django.urls import resolve
+
+    from core.views import upload_gate
+
+    default, sizes = nginx_body_sizes()
+    locations = nginx_locations()
+    large = {path for path, size in sizes.items() if size > default}
+    assert large == {p for p, body in locations.items() if "auth_request " in body}
+    assert len(large) == 6
+    for path in large:
+        body = locations[path]
+        kind = "api" if path.startswith("/api/") else "page"
+        assert 'if ($content_length = "") {\n            return 418;\n        }' in body, path
+        assert "error_page 418 = @app;" in body, path
+        assert "auth_request /upload-gate/;" in body, path
+        assert "auth_request_set $upload_status $upstream_status;" in body, path
+        assert "auth_request_set $upload_refusal $upstream_http_x_upload_refusal;" in body
+        assert f"error_page 401 403 500 = @{kind}_refused;" in body, path
+    gate = locations["/upload-gate/"]
+    for line in (
+        "internal;",
+        "client_max_body_size 0;",
+        "proxy_method GET;",
+        "proxy_pass_request_body off;",
+        'proxy_set_header Content-Length "";',
+        "proxy_set_header X-Upload-Uri $request_uri;",
+        "proxy_set_header X-Upload-Length $content_length;",
+        "proxy_set_header Host $http_host;",
+        "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;",
+        "proxy_set_header X-Forwarded-Proto $scheme;",
+    ):
+        assert f"        {line}\n" in gate, line
+    assert resolve("/upload-gate/").func is upload_gate
+    for kind, content_type in (
+        ("page", '"text/plain; charset=utf-8"'),
+        ("api", "application/json"),
+    ):
+        refused = locations[f"@{kind}_refused"]
+        assert f"default_type {content_type};" in refused
+        for status in (401, 403, 413):
+            assert f"return {status} $upload_refusal;" in refused, (kind, status)
+    assert "client_max_body_size" not in locations["@app"]  # the server's 5 MiB
 
 
 def lock_names(name: str) -> set[str]:

@@ -12,8 +12,9 @@ from core import access
 pytestmark = pytest.mark.django_db
 
 # Open to anyone (the login page, the home page that says what waits for you, the documentation:
-# the repository's own text, served as static files) or guarded by Django's admin itself.
-OPEN = {"home", "login", "logout", "docs"}
+# the repository's own text, served as static files, the upload gate nginx asks, which tells a
+# person only whether they may send a large body) or guarded by Django's admin itself.
+OPEN = {"home", "login", "logout", "docs", "upload_gate"}
 SAMPLE_ARGS = {"source_id": "img-1"}
 
 
