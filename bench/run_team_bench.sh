@@ -97,9 +97,10 @@ psql -q "$DATABASE_URL" -c "UPDATE auth_user SET password = (SELECT password FRO
 psql -q "$DATABASE_URL" -c "VACUUM ANALYZE" 2>/dev/null
 
 workers=${WEB_CONCURRENCY:-4}
+stamp=$(date +%Y%m%d-%H%M%S)
 echo "== gunicorn -c deploy/gunicorn.conf.py ($workers workers) on $HOST:$PORT"
 (cd "$APP" && exec "$APP/.venv/bin/gunicorn" -c deploy/gunicorn.conf.py -b "$HOST:$PORT" \
-  gamut_site.wsgi >"$repo/bench/out/gunicorn-team-access.log" 2>"$repo/bench/out/gunicorn-team.log") &
+  gamut_site.wsgi >"$repo/bench/out/team_load-$stamp-access.log" 2>"$repo/bench/out/gunicorn-team.log") &
 gunicorn_pid=$!
 ready=0
 for _ in $(seq 1 150); do
@@ -108,12 +109,13 @@ for _ in $(seq 1 150); do
 done
 if [ "$ready" != 1 ]; then echo "gunicorn did not start; see bench/out/gunicorn-team.log" >&2; exit 1; fi
 sleep 2  # every worker forked
-summary=bench/out/team_load-$(date +%Y%m%d-%H%M%S).json
+summary=bench/out/team_load-$stamp.json
 echo "== load (uptime: $(uptime | sed 's/.*load/load/'))"
 status=0
 run_measured "$summary" "logins, load and checks" \
   $PY bench/team_load.py --url "http://$HOST:$PORT" --annotators "$ANNOTATORS" \
   --revisers "$REVISERS" --seconds "$BENCH_SECONDS" --think "$BENCH_THINK" --workers "$workers" \
+  --gunicorn-pid "$gunicorn_pid" --postgres-pid "$(head -1 "$PG_DIR/postmaster.pid")" \
   --out "$summary" "$@" || status=$?
 echo "== uptime: $(uptime)"
 exit "$status"

@@ -171,6 +171,45 @@ def require_loopback(parser: argparse.ArgumentParser, url: str) -> None:
         parser.error(f"--url must be http(s) on a loopback address, not {url!r}")
 
 
+def cpu_ticks(pid: int) -> int:
+    """User and system clock ticks of a process, of its live children and of its children that
+    have exited (gunicorn's workers; PostgreSQL's backends): /proc, as bench/lib.sh reads it."""
+
+    def fields(p) -> list[str]:  # from field 3 (state) on: the name may hold spaces
+        with open(f"/proc/{p}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+
+    try:
+        own = fields(pid)
+    except OSError:
+        return 0
+    total = sum(int(x) for x in own[11:15])  # utime, stime, cutime, cstime
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                child = fields(entry)
+                if int(child[1]) == pid:  # its parent
+                    total += int(child[11]) + int(child[12])
+    return total
+
+
+def busy_ticks() -> int:
+    """The whole machine's busy clock ticks (/proc/stat: user, nice, system, irq, softirq,
+    steal)."""
+    with open("/proc/stat") as f:
+        cpu = f.readline().split()
+    return sum(int(cpu[i]) for i in (1, 2, 3, 6, 7, 8))
+
+
+def cpu_sample(pids: dict[str, int]) -> dict[str, float]:
+    """Seconds of CPU so far: each named process tree, this client, the whole machine."""
+    hz = os.sysconf("SC_CLK_TCK")
+    sample = {name: cpu_ticks(pid) / hz for name, pid in pids.items()}
+    sample["load client"] = time.process_time()
+    sample["machine"] = busy_ticks() / hz
+    return sample
+
+
 # --- arguments ------------------------------------------------------------------------------
 
 
@@ -206,6 +245,12 @@ def parse_args(argv=None):
         "password (run_team_bench.sh gives it to them)",
     )
     parser.add_argument("--workers", type=int, default=0, help="gunicorn's, for req/s a worker")
+    parser.add_argument(
+        "--gunicorn-pid", type=int, default=0, help="gunicorn's master: its CPU a request"
+    )
+    parser.add_argument(
+        "--postgres-pid", type=int, default=0, help="PostgreSQL's postmaster: its CPU a request"
+    )
     parser.add_argument("--timeout", type=float, default=30.0, help="per request, seconds")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-db-check", action="store_true")
@@ -250,6 +295,7 @@ class Stats:
     edits: dict[tuple[int, int], str] = field(default_factory=dict)  # (version, revision): op
     rounds_completed: int = 0
     out_of_work: set[str] = field(default_factory=set)
+    cpu: list[dict[str, float]] = field(default_factory=list)  # at the window's start and end
 
     def record(self, key: str, status: int | str, started: float, ok: bool, detail: str = ""):
         now = time.perf_counter()
@@ -723,6 +769,15 @@ async def run_load(args, credentials: dict) -> tuple[Stats, float, datetime, dic
         stats.measure_from = time.perf_counter() + args.warmup
         stats.measure_to = stats.measure_from + args.seconds
         deadline = time.monotonic() + args.warmup + args.seconds
+        pids = {"gunicorn": args.gunicorn_pid, "PostgreSQL": args.postgres_pid}
+        pids = {name: pid for name, pid in pids.items() if pid}
+
+        async def sample_cpu():
+            for at in (stats.measure_from, stats.measure_to):
+                await asyncio.sleep(max(0.0, at - time.perf_counter()))
+                stats.cpu.append(cpu_sample(pids))
+
+        sampler = asyncio.create_task(sample_cpu())
         tasks = []
         for i, ((role, _), browser, ok) in enumerate(zip(people, browsers, logged_in, strict=True)):
             if not ok:
@@ -732,7 +787,8 @@ async def run_load(args, credentials: dict) -> tuple[Stats, float, datetime, dic
             tasks.append(asyncio.create_task(person.run()))
         # Bounded: every request has a timeout and every loop checks the deadline.
         await asyncio.wait_for(
-            asyncio.gather(*tasks), timeout=args.warmup + args.seconds + 2 * args.timeout + 30
+            asyncio.gather(*tasks, sampler),
+            timeout=args.warmup + args.seconds + 2 * args.timeout + 30,
         )
     elapsed = min(time.perf_counter(), stats.measure_to) - stats.measure_from
     logins = {
@@ -978,6 +1034,20 @@ def main(argv=None) -> int:
         f"{stats.rounds_completed} rounds completed; {logins['logged_in']}/{logins['people']} "
         f"logged in ({logins['seconds']} s); load client {client_cpu:.1f} CPU-s"
     )
+    if len(stats.cpu) == 2 and n_requests:
+        first, last = stats.cpu
+        used = {name: last[name] - first[name] for name in first}
+        machine = used.pop("machine")
+        ours = sum(used.values())
+        result["cpu_ms_per_request"] = {k: round(1000 * v / n_requests, 1) for k, v in used.items()}
+        result["cpu_seconds_in_window"] = {k: round(v, 1) for k, v in used.items()}
+        result["cpu_seconds_in_window"]["everything else"] = round(machine - ours, 1)
+        print(
+            "CPU over the measured window: "
+            + ", ".join(f"{k} {v:.1f} ms" for k, v in result["cpu_ms_per_request"].items())
+            + " a request; everything else on the machine "
+            f"{machine - ours:.1f} CPU-s of {os.cpu_count() * elapsed:.0f}"
+        )
     print(
         f"{'endpoint':44} {'count':>6} {'p50':>7} {'p95':>7} {'p99':>7} {'max':>7} "
         f"{'err':>4}  statuses"
