@@ -103,8 +103,10 @@ echo "== gunicorn -c deploy/gunicorn.conf.py ($workers workers) on $HOST:$PORT"
   gamut_site.wsgi >"$repo/bench/out/team_load-$stamp-access.log" 2>"$repo/bench/out/gunicorn-team.log") &
 gunicorn_pid=$!
 ready=0
-for _ in $(seq 1 150); do
+# The app is imported once, before the workers fork: on a busy machine that takes a while.
+for _ in $(seq 1 600); do
   if (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null; then ready=1; break; fi
+  kill -0 "$gunicorn_pid" 2>/dev/null || break
   sleep 0.2
 done
 if [ "$ready" != 1 ]; then echo "gunicorn did not start; see bench/out/gunicorn-team.log" >&2; exit 1; fi

@@ -297,9 +297,15 @@ class Stats:
     out_of_work: set[str] = field(default_factory=set)
     cpu: list[dict[str, float]] = field(default_factory=list)  # at the window's start and end
 
-    def record(self, key: str, status: int | str, started: float, ok: bool, detail: str = ""):
+    def record(
+        self, key: str, status: int | str, started: float | None, ok: bool, detail: str = ""
+    ):
+        """One answer (`started` None: an answer already recorded, found wrong afterwards; it
+        is counted, not timed again)."""
         now = time.perf_counter()
-        if self.measure_from <= started and now <= self.measure_to:
+        if started is None:
+            pass
+        elif self.measure_from <= started and now <= self.measure_to:
             self.latencies.setdefault(key, []).append(now - started)
         elif started < self.measure_from:
             self.warmup_requests += 1
@@ -366,7 +372,7 @@ class Browser:
             return False
         token = FORM_CSRF_RE.search(page.text)
         if token is None:
-            self.stats.record(LOGIN, "no form", time.perf_counter(), False, self.name)
+            self.stats.record(LOGIN, "no form", None, False, self.name)
             return False
         self.csrf = token.group(1)
         answer = await self.send(
@@ -630,9 +636,7 @@ class Reviser(Person):
             return False
         self.b.page_url = path
         if not draft.read(page.text):
-            self.b.stats.record(
-                f"GET {normalise(path)}", "no checklist", time.perf_counter(), False, self.b.name
-            )
+            self.b.stats.record(f"GET {normalise(path)}", "no checklist", None, False, self.b.name)
             return False
         return True
 
@@ -667,7 +671,7 @@ class Reviser(Person):
                         stats.record(
                             f"POST {normalise(base)}/complete/",
                             "204 without HX-Redirect",
-                            time.perf_counter(),
+                            None,
                             False,
                             b.name,
                         )
@@ -694,7 +698,7 @@ class Reviser(Person):
                 stats.record(
                     f"POST {normalise(path)}",
                     "200, not the answer expected",
-                    time.perf_counter(),
+                    None,
                     False,
                     f"{b.name}: {wrong}",
                 )
