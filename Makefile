@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/pip install --quiet --disable-pip-version-check --require-hashes
 
-.PHONY: run test docs lint lock bench-review clean
+.PHONY: run test docs lint lock bench-review bench-team clean
 
 $(BIN)/.runtime: requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,9 @@ lock:
 
 bench-review: $(BIN)/.dev
 	bench/run_review_bench.sh
+
+bench-team: $(BIN)/.dev
+	bench/run_team_bench.sh
 
 clean:
 	rm -rf var/ site/ $(VENV)
