@@ -44,6 +44,8 @@ class FinalQuestionAdmin(ReadOnly):
 class AuditEventAdmin(ReadOnly):
     list_display = ("at", "actor", "action", "candidate", "image")
     list_filter = ("action",)
+    # Django joins only non-null foreign keys by itself; these three are nullable.
+    list_select_related = ("actor", "candidate", "image")
 
 
 admin.site.register(ImportBatch, ReadOnly)

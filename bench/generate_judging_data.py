@@ -30,7 +30,8 @@ What it writes (defaults, about 1.8 million verdicts):
     verdict_find's reuse leaves it;
   * one ResponseTierCount row per (judge, response, rubric version, tier) that has a verdict,
     with the counts of each verdict: exactly the rows judging.verdicts.services.verdict_record would
-    have left after recording the same verdicts one by one.
+    have left after recording the same verdicts one by one; and the check report's per-check
+    counts (CheckVerdictCount, CheckAgreement), from the verdicts with check_tallies_rebuild.
 
 The image, candidate, question and rubric rows go in with bulk_create. The verdicts and the
 counts, which verdict_record cannot write at this size, go in with one executemany per block
@@ -95,7 +96,7 @@ from judging.models import (  # noqa: E402
     Verdict,
     VerdictValue,
 )
-from judging.verdicts.services import verdict_key  # noqa: E402
+from judging.verdicts.services import check_tallies_rebuild, verdict_key  # noqa: E402
 from rubrics.models import Rubric, RubricCheck, RubricVersion, Stage  # noqa: E402
 
 SOURCE_PREFIX = "bench-judging-"
@@ -785,6 +786,10 @@ def main(argv=None) -> int:
                 n_counts += len(counts)
                 bar.update(len(verdicts))
         phases["verdicts and counts"] = time.monotonic() - t
+        t = time.monotonic()
+        # The per-check counts of the check report, as verdict_record keeps them.
+        n_check_counts, n_agreements = check_tallies_rebuild()
+        phases["check counts"] = time.monotonic() - t
     t = time.monotonic()
     analyze()
     if connection.vendor == "postgresql":
@@ -803,6 +808,8 @@ def main(argv=None) -> int:
                 "responses": n_responses,
                 "verdicts": n_verdicts,
                 "tier_count_rows": n_counts,
+                "check_count_rows": n_check_counts,
+                "check_agreement_rows": n_agreements,
                 "phases_seconds": {k: round(v, 1) for k, v in phases.items()},
                 "seconds": round(time.monotonic() - started, 1),
             },

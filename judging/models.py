@@ -1,8 +1,9 @@
 """Stage 3: the evaluated models' responses, the judges' verdicts, and per-tier verdict counts.
 
-Scores come from SQL over `ResponseTierCount`, not from loops over `Verdict` rows
-(../shared/DESIGN.md, Performance). `judging.verdicts.services.verdict_record` is the only writer of
-both, and keeps them in step in one transaction.
+Scores come from SQL over `ResponseTierCount`, and the check report from `CheckVerdictCount` and
+`CheckAgreement`, not from loops over `Verdict` rows (../shared/DESIGN.md, Performance).
+`judging.verdicts.services.verdict_record` is the only writer of all four, and keeps them in step
+in one transaction.
 
 Changed checks. A rubric version's checks are rows of that version: an edited rubric is a new
 version with new check rows. A verdict belongs to one check row, and the counts are kept per
@@ -141,6 +142,55 @@ class ResponseTierCount(models.Model):
 
     def __str__(self) -> str:
         return f"counts {self.judge_id}/{self.response_id}/{self.version_id}/{self.tier}"
+
+
+class CheckVerdictCount(models.Model):
+    """How many responses of one setting got each verdict from one judge on one check row: the
+    check report's difficulty (judging/checks/report.py) without reading the verdicts. Written
+    only by `verdict_record`, in the verdict's transaction."""
+
+    judge = models.ForeignKey(Judge, on_delete=models.PROTECT, related_name="+")
+    check_row = models.ForeignKey(
+        "rubrics.RubricCheck", on_delete=models.PROTECT, related_name="verdict_counts"
+    )
+    setting = models.CharField(max_length=10, choices=Setting.choices)
+    meets = models.PositiveIntegerField(default=0)
+    partially = models.PositiveIntegerField(default=0)
+    missing = models.PositiveIntegerField(default=0)
+    contradicts = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["judge", "setting", "check_row"], name="check_count_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"counts {self.judge_id}/{self.check_row_id}/{self.setting}"
+
+
+class CheckAgreement(models.Model):
+    """Over every judge, on one check row in one setting: the responses that two or more
+    judges graded (failed verdicts are no verdict here), and those on which they gave
+    different verdicts; the check report's disagreement. Written only by `verdict_record`,
+    which locks the row while it compares the judges' verdicts."""
+
+    check_row = models.ForeignKey(
+        "rubrics.RubricCheck", on_delete=models.PROTECT, related_name="agreements"
+    )
+    setting = models.CharField(max_length=10, choices=Setting.choices)
+    shared = models.PositiveIntegerField(default=0)
+    differing = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["check_row", "setting"], name="check_agreement_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"agreement {self.check_row_id}/{self.setting}"
 
 
 COUNT_FIELD = {

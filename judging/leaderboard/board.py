@@ -28,6 +28,7 @@ random human audit (ppi.py), from two more queries over the audited pairs only.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -188,6 +189,19 @@ def bootstrap_interval(
     return bootstrap_intervals(data, resamples=resamples, seed=seed)[0]
 
 
+@functools.lru_cache(maxsize=4)
+def _drawn(n: int, resamples: int, seed: int) -> np.ndarray:
+    """How often each of n questions is drawn in each resample: the same for every board of n
+    questions (the seed is fixed), so a worker draws it once (about 15 MB at 1,813 questions,
+    half a second to make) and the settings and judges pages' boards share it. Read-only."""
+    draws = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    draws += (np.arange(resamples) * n)[:, None]
+    drawn = np.bincount(draws.ravel(), minlength=resamples * n).reshape(resamples, n)
+    drawn = drawn.astype(float)
+    drawn.flags.writeable = False
+    return drawn
+
+
 def bootstrap_intervals(
     scores: np.ndarray, *, resamples: int = RESAMPLES, seed: int = SEED
 ) -> list[tuple[float, float] | tuple[None, None]]:
@@ -205,10 +219,7 @@ def bootstrap_intervals(
     rows, n = scores.shape
     if not n:
         return [(None, None)] * rows
-    draws = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
-    draws += (np.arange(resamples) * n)[:, None]
-    drawn = np.bincount(draws.ravel(), minlength=resamples * n).reshape(resamples, n)
-    drawn = drawn.astype(float)
+    drawn = _drawn(n, resamples, seed)
     known = ~np.isnan(scores)
     sums = drawn @ np.where(known, scores, 0.0).T  # [resample, row]
     counts = drawn @ known.T.astype(float)

@@ -1,6 +1,6 @@
 """Writes of the judging app. `verdicts_record` (and `verdict_record`, one verdict) is the only
-writer of verdicts and of the per-tier counts the leaderboards read, and keeps both in one
-transaction."""
+writer of verdicts, of the per-tier counts the leaderboards read and of the per-check counts the
+check report reads, and keeps them all in one transaction."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Count, Exists, F, OuterRef, Q
 
 from rubrics.models import RubricCheck
 
 from ..models import (
     COUNT_FIELD,
+    CheckAgreement,
+    CheckVerdictCount,
     Judge,
     Response,
     ResponseTierCount,
@@ -199,6 +201,7 @@ def verdicts_record(
         )
     }
     deltas: dict[tuple[int, str], Counter[str]] = defaultdict(Counter)
+    changed: dict[int, tuple[str | None, str]] = {}  # check -> (the verdict it replaces, new)
     created: list[Verdict] = []
     for one in given:
         check, row = checks[one.check_id], existing.get(one.check_id)
@@ -217,6 +220,7 @@ def verdicts_record(
             created.append(row)
             existing[one.check_id] = row
             counts[one.verdict] += 1
+            changed[one.check_id] = (None, one.verdict)
             continue
         if row.verdict != VerdictValue.FAILED or one.verdict == VerdictValue.FAILED:
             if row.key != keys[one.check_id]:
@@ -228,13 +232,141 @@ def verdicts_record(
         # A failed verdict is replaced by the real one, with the key of what was just seen.
         counts[row.verdict] -= 1
         counts[one.verdict] += 1
+        changed[one.check_id] = (row.verdict, one.verdict)
         row.verdict, row.rationale = one.verdict, one.rationale
         row.judge_model_version, row.key = one.judge_model_version, keys[one.check_id]
         row.save(update_fields=["verdict", "rationale", "judge_model_version", "key"])
     Verdict.objects.bulk_create(created)
     for (version_id, tier), counts in deltas.items():
         _bump(judge=judge, response=response, version_id=version_id, tier=tier, deltas=counts)
+    _tally(judge=judge, response=response, changed=changed)
     return [existing[one.check_id] for one in given]
+
+
+def _agreement(verdicts: list[str]) -> tuple[int, int]:
+    """(shared, differing) of one response on one check from its judges' verdicts: graded by
+    two or more judges, and not all alike. A failed verdict is no verdict."""
+    given = [v for v in verdicts if v != VerdictValue.FAILED]
+    shared = len(given) >= 2
+    return int(shared), int(shared and len(set(given)) > 1)
+
+
+def _tally(*, judge: Judge, response: Response, changed: dict[int, tuple[str | None, str]]) -> None:
+    """Keep CheckVerdictCount and CheckAgreement in step with the verdicts just recorded or
+    replaced (check -> (the verdict replaced or None, the new one)). Seven queries whatever
+    the number of checks."""
+    if not changed:
+        return
+    ids = sorted(changed)
+    setting = response.setting
+    CheckAgreement.objects.bulk_create(
+        [CheckAgreement(check_row_id=c, setting=setting) for c in ids], ignore_conflicts=True
+    )
+    CheckVerdictCount.objects.bulk_create(
+        [CheckVerdictCount(judge=judge, check_row_id=c, setting=setting) for c in ids],
+        ignore_conflicts=True,
+    )
+    # Locked before the other judges' verdicts are read, in check order: another judge's
+    # verdict on the same check waits here until this one is committed, and then sees it.
+    agreements = {
+        row.check_row_id: row
+        for row in CheckAgreement.objects.select_for_update()
+        .filter(setting=setting, check_row_id__in=ids)
+        .order_by("check_row_id")
+    }
+    counts = {
+        row.check_row_id: row
+        for row in CheckVerdictCount.objects.select_for_update()
+        .filter(judge=judge, setting=setting, check_row_id__in=ids)
+        .order_by("check_row_id")
+    }
+    others: dict[int, list[str]] = defaultdict(list)
+    for check_id, verdict in (
+        Verdict.objects.filter(response=response, check_row_id__in=ids)
+        .exclude(judge=judge)
+        .values_list("check_row_id", "verdict")
+    ):
+        others[check_id].append(verdict)
+    moved = []
+    for check_id, (old, new) in changed.items():
+        count = counts[check_id]
+        if old is not None:
+            field = COUNT_FIELD[VerdictValue(old)]
+            setattr(count, field, getattr(count, field) - 1)
+        field = COUNT_FIELD[VerdictValue(new)]
+        setattr(count, field, getattr(count, field) + 1)
+        before = _agreement([*others[check_id], *([old] if old else [])])
+        after = _agreement([*others[check_id], new])
+        if before != after:
+            agreement = agreements[check_id]
+            agreement.shared += after[0] - before[0]
+            agreement.differing += after[1] - before[1]
+            moved.append(agreement)
+    CheckVerdictCount.objects.bulk_update(counts.values(), list(COUNT_FIELD.values()))
+    if moved:
+        CheckAgreement.objects.bulk_update(moved, ["shared", "differing"])
+
+
+def check_tallies_rebuild(
+    *,
+    verdicts=Verdict,
+    check_counts=CheckVerdictCount,
+    agreements=CheckAgreement,
+    batch_size: int = 5000,
+) -> tuple[int, int]:
+    """Write CheckVerdictCount and CheckAgreement afresh from the verdicts, as
+    `verdicts_record` would have left them: for the migration that adds them (which passes its
+    historical models) and for bench/generate_judging_data.py, which writes verdicts in bulk.
+    Returns the rows written of each."""
+    check_counts.objects.all().delete()
+    agreements.objects.all().delete()
+    kinds = {field: Count("pk", filter=Q(verdict=value)) for value, field in COUNT_FIELD.items()}
+    rows = (
+        verdicts.objects.values("judge_id", "check_row_id", "response__setting")
+        .annotate(**kinds)
+        .order_by()
+    )
+    written = [0, 0]
+    batch = []
+    for row in rows.iterator(chunk_size=batch_size):
+        batch.append(
+            check_counts(
+                judge_id=row["judge_id"],
+                check_row_id=row["check_row_id"],
+                setting=row["response__setting"],
+                **{field: row[field] for field in COUNT_FIELD.values()},
+            )
+        )
+        if len(batch) >= batch_size:
+            written[0] += len(check_counts.objects.bulk_create(batch))
+            batch = []
+    written[0] += len(check_counts.objects.bulk_create(batch))
+    given = verdicts.objects.exclude(verdict=VerdictValue.FAILED)
+    other = given.filter(check_row_id=OuterRef("check_row_id"), response_id=OuterRef("response_id"))
+    shared = (
+        given.filter(Exists(other.exclude(pk=OuterRef("pk"))))
+        .values("check_row_id", "response__setting")
+        .annotate(
+            shared=Count("response_id", distinct=True),
+            differing=Count(
+                "response_id",
+                distinct=True,
+                filter=Q(Exists(other.exclude(verdict=OuterRef("verdict")))),
+            ),
+        )
+        .order_by()
+    )
+    batch = [
+        agreements(
+            check_row_id=row["check_row_id"],
+            setting=row["response__setting"],
+            shared=row["shared"],
+            differing=row["differing"],
+        )
+        for row in shared
+    ]
+    written[1] = len(agreements.objects.bulk_create(batch, batch_size=batch_size))
+    return written[0], written[1]
 
 
 def scoring_settings() -> ScoringSettings:
