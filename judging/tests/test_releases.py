@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from judging.leaderboard.board import leaderboard
 from judging.models import Release, ReleaseFrozen, ReleaseQuestion, ScoringConfig
+from judging.releases.diff import release_diff
 from judging.releases.scores import release_board, release_score
 from judging.releases.selectors import (
     latest_release,
@@ -209,3 +210,57 @@ def test_the_estimate_counts_what_waits_on_the_release(respond):
     assert found.pending == 1
     assert found.estimate is not None and found.estimate.items == 1
     assert found.estimate.calls == 2
+
+
+def test_diff_questions_and_checks(judge, respond):
+    q1 = make_question("q1", tiers=("answer_critical", "valuable", "context"))
+    make_question("q2")
+    q3 = make_question("q3")
+    a = create_release("a")
+    _human_round(
+        q1, edit={0: "reworded"}, retier={1: "answer_critical"}, drop=[2], add=[("context", "new")]
+    )
+    q3.dropped_at = timezone.now()
+    q3.save()
+    make_question("q4")
+    diff = release_diff(a, None, scores=False)
+    assert diff.label_a == "a" and diff.label_b == "working draft"
+    assert diff.added == ["q4"] and diff.dropped == ["q3"]
+    assert diff.shared == 2 and diff.unchanged == 1
+    (change,) = diff.changed
+    assert change.source_id == "q1"
+    assert [(c.check_id, c.change) for c in change.checks] == [
+        ("C0", "reworded"),
+        ("C1", "re-tiered"),
+        ("C2", "removed"),
+        ("H1", "added"),
+    ]
+    assert change.checks[0].text_before == "check 0" and change.checks[0].text == "reworded"
+    assert change.checks[1].tier_before == "valuable"
+    assert diff.totals() == {"added": 1, "removed": 1, "reworded": 1, "re-tiered": 1}
+    assert release_diff(a, a, scores=False).changed == []
+
+
+def test_diff_moves_each_model_with_a_paired_interval(judge, respond):
+    questions = [make_question(f"q{i}", tiers=("answer_critical", "valuable")) for i in range(8)]
+    for question in questions:
+        _judge_all(judge, respond(question, "model-a"))
+    a = create_release("a")
+    # a round rewords check 1 of every question; model-a now misses it on half of them
+    for i, question in enumerate(questions):
+        _human_round(question, edit={1: "reworded"})
+        response = question.responses.get()
+        for check in final_checks(question):
+            verdict = "missing" if (check.position == 1 and i % 2) else "meets"
+            verdict_record(judge=judge, response=response, check=check, verdict=verdict)
+    b = create_release("b")
+    diff = release_diff(a, b, settings=["multimodal"])
+    (shift,) = diff.shifts
+    assert (shift.model, shift.judge, shift.setting) == ("model-a", judge.name, "multimodal")
+    assert shift.score_a == 100.0
+    # half the questions fall from 1 to 0.6 / (0.6 + 0.3): -100/3 x 1/2 on average
+    assert shift.change.n == 8
+    assert shift.change.difference == pytest.approx(-100 / 6)
+    assert shift.change.low < -100 / 6 < shift.change.high < 0
+    assert shift.score_b == pytest.approx(100 - 100 / 6)
+    assert diff.as_dict()["models"][0]["change"] == pytest.approx(-100 / 6)
