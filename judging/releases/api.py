@@ -62,7 +62,7 @@ class ReleaseCreateSerializer(serializers.Serializer):
     )
 
 
-class EstimateSerializer(serializers.Serializer):
+class ReleaseEstimateSerializer(serializers.Serializer):
     calls = serializers.IntegerField()
     tokens_in = serializers.IntegerField()
     tokens_out = serializers.IntegerField()
@@ -75,7 +75,7 @@ class ReleaseBoardSerializer(serializers.Serializer):
     setting = serializers.ChoiceField(choices=Setting.values)
     rows = LeaderboardRowSerializer(many=True)
     pending = serializers.IntegerField(help_text="responses waiting for verdicts on the release")
-    estimate = EstimateSerializer(
+    estimate = ReleaseEstimateSerializer(
         allow_null=True,
         help_text="the judge run that would fill them; null: none needed or none possible",
     )
@@ -86,7 +86,7 @@ class ReleaseDetailSerializer(ReleaseSerializer):
     boards = ReleaseBoardSerializer(many=True, help_text="per judge and setting with responses")
 
 
-class CheckChangeSerializer(serializers.Serializer):
+class ReleaseCheckChangeSerializer(serializers.Serializer):
     check = serializers.CharField(help_text="the check id, as the rubric numbers it")
     change = serializers.ChoiceField(choices=["added", "removed", "reworded", "re-tiered"])
     tier = serializers.CharField()
@@ -97,7 +97,7 @@ class CheckChangeSerializer(serializers.Serializer):
 
 class QuestionChangeSerializer(serializers.Serializer):
     source_id = serializers.CharField()
-    checks = CheckChangeSerializer(many=True)
+    checks = ReleaseCheckChangeSerializer(many=True)
     added = serializers.IntegerField()
     removed = serializers.IntegerField()
     reworded = serializers.IntegerField()

@@ -201,10 +201,15 @@ taken or malformed, a release that does not exist, or nothing to release."""
             self.stdout.write("\nscore change (B - A, x100, over the questions both hold):")
         for shift in diff.shifts:
             ch = shift.change
+            interval = (
+                f"({_fmt(ch.low)} to {_fmt(ch.high)})"
+                if ch.low is not None
+                else "(no interval: too few questions)"
+            )
             self.stdout.write(
                 f"  {shift.judge}, {Setting(shift.setting).label}, {shift.model}: "
                 f"{_fmt(shift.score_a)} -> {_fmt(shift.score_b)}, moved {_signed(ch.difference)} "
-                f"({_fmt(ch.low)} to {_fmt(ch.high)}) on {ch.n} question(s)"
+                f"{interval} on {ch.n} question(s)"
             )
 
 
