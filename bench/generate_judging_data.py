@@ -74,7 +74,7 @@ import numpy as np  # noqa: E402
 from compile_rubrics import WORDS  # noqa: E402
 from django.apps import apps  # noqa: E402
 from django.db import IntegrityError, connection, transaction  # noqa: E402
-from django.db.models import ProtectedError, RestrictedError  # noqa: E402
+from django.db.models import ProtectedError, QuerySet, RestrictedError  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from generate_review_data import DOMAINS, ENTITIES, QUESTIONS, shared_photo  # noqa: E402
 from tqdm import tqdm  # noqa: E402
@@ -251,7 +251,9 @@ def reset() -> None:
                 for model in remaining:
                     try:
                         with transaction.atomic():
-                            model._default_manager.all().delete()
+                            # A plain QuerySet: a release's manager refuses to delete
+                            # (releases never change), but --reset empties a bench database.
+                            QuerySet(model).delete()
                     except (ProtectedError, RestrictedError, IntegrityError):
                         blocked.append(model)
                 remaining = blocked

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.utils import timezone
 
-from .models import EvaluatedModel, Judge, ScoringConfig
+from .models import EvaluatedModel, Judge, Release, ScoringConfig
 
 
 @admin.register(EvaluatedModel)
@@ -39,3 +39,34 @@ class ScoringConfigAdmin(admin.ModelAdmin):
         obj.updated_by = request.user
         obj.updated_at = timezone.now()
         super().save_model(request, obj, form, change)
+
+
+@admin.register(Release)
+class ReleaseAdmin(admin.ModelAdmin):
+    """Releases, to read: a release never changes. Cut one at /releases/ or with
+    `manage.py release create`. Its questions are listed on /releases/<name>/ (thousands of
+    rows: no inline here)."""
+
+    list_display = ["name", "created_at", "created_by", "content_hash"]
+    readonly_fields = [
+        "name",
+        "notes",
+        "created_by",
+        "created_at",
+        "content_hash",
+        "partial_credit",
+        "mu",
+        "weight_answer_critical",
+        "weight_valuable",
+        "weight_context",
+        "domains",
+    ]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
@@ -315,3 +316,133 @@ class SpotCheck(models.Model):
 
     def __str__(self) -> str:
         return f"spot check {self.pk} ({self.verdict or 'ungraded'})"
+
+
+# ---------------------------------------------------------------------------------------------
+# Releases (issue 25): a frozen benchmark version. judging/releases/ creates and reads them.
+
+RELEASE_NAME_MAX = 40
+RELEASE_NOTES_MAX = 2000
+# Letters, digits, spaces and . _ - + ( ): "v1.0", "v1.1-rc", "v1.0 (demo)". No slash, so a
+# name is one piece of a URL.
+RELEASE_NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9 ._+()-]*$"
+
+
+class ReleaseFrozen(Exception):
+    """A release, or a question of one, was asked to change or go: releases never change."""
+
+
+class FrozenQuerySet(models.QuerySet):
+    """Rows that are written once: `update()` and `delete()` refuse (the admin and any code
+    path that would change a release go through these or through `save()`/`delete()`)."""
+
+    def update(self, **kwargs):
+        raise ReleaseFrozen("a release never changes; cut a new one instead")
+
+    def delete(self):
+        raise ReleaseFrozen("a release is never deleted")
+
+
+class Release(models.Model):
+    """A frozen version of the benchmark, cut by an admin from the state of the moment
+    (judging.releases.services.create_release): its questions (ReleaseQuestion rows), the
+    scoring parameters and the domain list, with a content hash over all of it. Never changes:
+    `save()` of a saved release, `delete()` and the queryset's `update()`/`delete()` raise
+    ReleaseFrozen, and the rubric versions, questions and images it holds cannot be deleted
+    (PROTECT)."""
+
+    name = models.CharField(
+        max_length=RELEASE_NAME_MAX,
+        unique=True,
+        validators=[
+            RegexValidator(
+                RELEASE_NAME_RE,
+                "A release name starts with a letter or digit and holds only letters, digits, "
+                "spaces and . _ - + ( ), for example v1.0.",
+            )
+        ],
+    )
+    notes = models.TextField(blank=True, max_length=RELEASE_NOTES_MAX)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    # "sha256:<64 hex>" of the canonical JSON of the frozen record (releases/services.py says
+    # what it covers).
+    content_hash = models.CharField(max_length=71)
+    # The scoring parameters in force when it was cut (ScoringConfig's fields).
+    partial_credit = models.FloatField("lambda (credit of partially meets)")
+    mu = models.FloatField("mu (score of contradicts)")
+    weight_answer_critical = models.FloatField()
+    weight_valuable = models.FloatField()
+    weight_context = models.FloatField()
+    domains = models.JSONField(default=list)  # sorted domain names of its questions
+
+    objects = FrozenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None:  # created only by create_release, with no pk given
+            raise ReleaseFrozen(f"release {self.name} never changes; cut a new one instead")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ReleaseFrozen(f"release {self.name} is never deleted")
+
+    def scoring_settings(self) -> ScoringSettings:
+        return ScoringSettings(
+            lambda_=self.partial_credit,
+            mu=self.mu,
+            weights=(self.weight_answer_critical, self.weight_valuable, self.weight_context),
+        )
+
+
+class ReleaseQuestion(models.Model):
+    """One question of a release, frozen: the final question, its text, entity, domain and
+    popularity as they were, its rubric version (a frozen one), and its image with the source
+    id, the dataset it came from and its licence. Written once, with its release."""
+
+    release = models.ForeignKey(Release, on_delete=models.PROTECT, related_name="questions")
+    question = models.ForeignKey(
+        "annotation.FinalQuestion", on_delete=models.PROTECT, related_name="+"
+    )
+    version = models.ForeignKey("rubrics.RubricVersion", on_delete=models.PROTECT, related_name="+")
+    text = models.TextField()
+    entity = models.CharField(max_length=500)
+    domain = models.CharField(max_length=100)
+    popularity = models.CharField(max_length=8)
+    image = models.ForeignKey("annotation.Image", on_delete=models.PROTECT, related_name="+")
+    source_id = models.CharField(max_length=200)
+    # Where the image came from (an import batch's dataset, split, revision and licence; empty
+    # for images uploaded without one).
+    source = models.CharField(max_length=100, blank=True)
+    source_split = models.CharField(max_length=40, blank=True)
+    source_revision = models.CharField(max_length=100, blank=True)
+    licence = models.CharField(max_length=100, blank=True)
+    n_checks = models.PositiveIntegerField()  # live checks of the version
+    stage = models.CharField(max_length=16)  # the version's stage
+
+    objects = FrozenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["release_id", "source_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["release", "question"], name="release_question_once"),
+            models.UniqueConstraint(fields=["release", "source_id"], name="release_source_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id} in release {self.release_id}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None:
+            raise ReleaseFrozen("a question of a release never changes")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ReleaseFrozen("a question of a release is never deleted")

@@ -35,20 +35,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from django.db import connections
-from django.db.models import Case, Count, IntegerField, OuterRef, Subquery, Value, When
-
-from annotation.models import FinalQuestion
-from rubrics.models import RubricCheck, RubricVersion
+from django.db.models import Case, IntegerField, Value, When
 
 from ..models import (
     EvaluatedModel,
     Judge,
+    Release,
+    ReleaseQuestion,
     Response,
     ResponseTierCount,
     SpotCheck,
     Verdict,
     VerdictValue,
 )
+from ..releases.selectors import scope_questions
 from ..verdicts.scoring import (
     DEFAULT_SETTINGS,
     TIERS,
@@ -239,29 +239,10 @@ def _x100(value: float | None) -> float | None:
     return None if value is None else 100 * value
 
 
-def _final_version_of_rubric(rubric_ref: str) -> Subquery:
-    return Subquery(
-        RubricVersion.objects.final_of(OuterRef(rubric_ref)).values("id")[:1],
-        output_field=IntegerField(),
-    )
-
-
-def _questions() -> list[tuple[int, str, str, int | None, int | None]]:
-    """(id, domain, popularity, final version id, checks in it) of every non-dropped question."""
-    n_checks = Subquery(
-        RubricCheck.objects.filter(version_id=OuterRef("final_version"), deleted_at__isnull=True)
-        .values("version_id")
-        .annotate(n=Count("id"))
-        .values("n"),
-        output_field=IntegerField(),
-    )
-    return list(
-        FinalQuestion.objects.filter(dropped_at__isnull=True)
-        .annotate(final_version=_final_version_of_rubric("rubric"))
-        .annotate(n_checks=n_checks)
-        .order_by("id")
-        .values_list("id", "image__domain", "image__popularity", "final_version", "n_checks")
-    )
+def _questions(release: Release | None) -> list[tuple[int, str, str, int | None, int | None]]:
+    """(id, domain, popularity, version id, checks in it) of every question of the scope: a
+    release's frozen questions, or (None) every non-dropped question on its final version."""
+    return [tuple(q) for q in scope_questions(release)]
 
 
 # Verdict columns of the counts array, in ResponseTierCount's order.
@@ -374,16 +355,24 @@ def leaderboard(
     resamples: int = RESAMPLES,
     seed: int = SEED,
     audit: bool = False,
+    release: Release | None = None,
 ) -> Leaderboard:
-    questions = _questions()  # in id order
+    """The board of one judge and setting over a scope: `release` (its questions on its
+    rubric versions; pass `settings=release.scoring_settings()` to score it as it was cut,
+    judging.releases.scores does) or None, the working draft (every question not dropped, on
+    its final version)."""
+    questions = _questions(release)  # in id order
     question_ids = np.array([q[0] for q in questions], dtype=np.int64)
     final_versions = np.array([q[3] or 0 for q in questions], dtype=np.int64)
+    responses = Response.objects.filter(setting=setting)
+    if release is None:
+        responses = responses.filter(question__dropped_at__isnull=True)
+    else:
+        responses = responses.filter(
+            question_id__in=ReleaseQuestion.objects.filter(release=release).values("question_id")
+        )
     responded = np.array(
-        list(
-            Response.objects.filter(setting=setting, question__dropped_at__isnull=True).values_list(
-                "model_id", "question_id"
-            )
-        ),
+        list(responses.values_list("model_id", "question_id")),
         dtype=np.int64,
     ).reshape(-1, 2)
     model_ids = np.unique(responded[:, 0])  # the arrays' model axis, in id order

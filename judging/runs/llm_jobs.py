@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import mimetypes
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -495,8 +495,15 @@ def judge_scope(
     question_ids: Sequence[int] | None = None,
     fresh: bool = False,
     count_copies: bool = True,
+    versions: Mapping[int, int] | None = None,
 ) -> JudgeScope:
-    responses = Response.objects.filter(question__dropped_at__isnull=True)
+    """What a judge launch would do. `versions` ({question id: rubric version id}, a
+    release's: judging.releases.selectors.release_versions) judges those questions on those
+    versions, dropped since or not; None: every question not dropped, on its final version."""
+    if versions is None:
+        responses = Response.objects.filter(question__dropped_at__isnull=True)
+    else:
+        responses = Response.objects.filter(question_id__in=list(versions))
     if model_ids is not None:
         responses = responses.filter(model_id__in=model_ids)
     if settings is not None:
@@ -504,7 +511,8 @@ def judge_scope(
     if question_ids is not None:
         responses = responses.filter(question_id__in=question_ids)
     rows = list(responses.order_by("pk").values_list("pk", "question_id", "model__name", "setting"))
-    versions = final_versions_of(sorted({question_id for _, question_id, _, _ in rows}))
+    if versions is None:
+        versions = final_versions_of(sorted({question_id for _, question_id, _, _ in rows}))
     sizes = (
         dict(
             RubricCheck.objects.filter(
@@ -564,10 +572,12 @@ def judge_launch(
     fresh: bool = False,
     batch: bool = False,
     batch_responses: int = 50,
+    versions: Mapping[int, int] | None = None,
 ) -> Job:
-    """Judge the responses in scope on each question's final rubric version: one item per
-    response, or with `batch` (Gemini judges only) one item per group of `batch_responses`
-    responses, judged through the Batch API at half the price."""
+    """Judge the responses in scope on each question's final rubric version (or on a
+    release's versions, `versions` as judge_scope takes it): one item per response, or with
+    `batch` (Gemini judges only) one item per group of `batch_responses` responses, judged
+    through the Batch API at half the price."""
     model = _usable(judge.llm_model, f"The judge {judge.name}")
     template = judge_template()
     scope = judge_scope(
@@ -576,6 +586,7 @@ def judge_launch(
         settings=settings,
         question_ids=question_ids,
         count_copies=False,
+        versions=versions,
     )  # the items suffice
     if not scope.items:
         raise JobError(

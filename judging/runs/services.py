@@ -92,6 +92,7 @@ def run_estimate(what: str, data: dict[str, Any]) -> Estimate:
             settings=data["settings"] or None,
             question_ids=data["ids"],
             fresh=bool(data.get("fresh")),
+            versions=data.get("versions"),  # a release's; None: the final versions
         )
         if not scope.items:
             raise JobError(
@@ -149,4 +150,5 @@ def run_launch(*, user: Any, what: str, data: dict[str, Any]) -> Job:
         fresh=data["fresh"],
         batch=data["batch"],
         batch_responses=BATCH_RESPONSES,
+        versions=data.get("versions"),  # a release's; None: the final versions
     )
