@@ -18,7 +18,7 @@ def fill(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('judging', '0004_spot_check_audit_and_second_grade'),
+        ('judging', '0005_releases'),
         ('rubrics', '0002_version_human_changes'),
     ]
 
