@@ -136,7 +136,7 @@ def test_the_page_names_the_release_and_says_what_waits_on_the_draft(client, roo
     body = _get(client, root, url, judge="gemini-judge", release="draft").content.decode()
     assert '<h1>Leaderboard <span class="small">· working draft</span></h1>' in body
     section = re.search(r'data-testid="rejudge">(.*?)</section>', body, re.S).group(1)
-    assert "2 responses wait for gemini-judge's verdicts on working draft" in section
+    assert "2 responses wait for gemini-judge's verdicts on the working draft" in section
     assert "The releases keep the scores of the rubric versions they froze." in section
     # q0's new version: four checks for each of the two answers, at most one call each
     assert "2 responses, at most 8 calls to <code>judge-llm</code>" in section
@@ -193,7 +193,7 @@ def test_what_waits_on_a_release_has_its_estimate_and_launch(client, root, world
         client, root, reverse("leaderboard"), judge="gemini-judge", release="v1.0"
     ).content.decode()
     section = re.search(r'data-testid="rejudge">(.*?)</section>', body, re.S).group(1)
-    assert "3 responses wait for gemini-judge's verdicts on v1.0" in section
+    assert "3 responses wait for gemini-judge's verdicts on release v1.0" in section
     # v1.0 froze q0's first version: three checks a question, not the draft's four on q0
     assert "3 responses, at most 9 calls to <code>judge-llm</code>" in section
     fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]+)">', section))
