@@ -128,7 +128,7 @@ def test_the_page_names_the_release_and_says_what_waits_on_the_draft(client, roo
     url = reverse("leaderboard")
     body = _get(client, root, url, judge="gemini-judge").content.decode()
     assert re.search(r"<h1>Leaderboard <span class=\"small\">· v1.0</span></h1>", body)
-    assert "Scores of release <strong>v1.0</strong>" in body
+    assert 'Scores of release <strong><a href="/releases/v1.0/">v1.0</a></strong>' in body
     assert world["release"].content_hash[:12] in body
     assert 'data-testid="rejudge"' not in body  # nothing waits on v1.0
     assert "<td>3 of 3</td>" in body
