@@ -407,3 +407,26 @@ def test_the_schema_documents_the_release(root):
         assert "release" in names, path
     field = schema["components"]["schemas"]["Leaderboard"]["properties"]["release"]
     assert field["oneOf"][1] == {"type": "string", "enum": ["draft"]}
+
+
+def test_a_release_name_with_spaces_and_brackets(client, root, world):
+    create_release("v1.1 (demo)")
+    body = _get(client, root, reverse("leaderboard")).content.decode()
+    assert '<h1>Leaderboard <span class="small">· v1.1 (demo)</span></h1>' in body
+    assert "?release=v1.1%20%28demo%29&amp;judge=gemini-judge" in body  # the export links
+    response = _get(client, root, reverse("leaderboard"), release="v1.1 (demo)", format="csv")
+    assert (
+        'filename="leaderboard-gemini-judge-multimodal-v11-demo.csv"'
+        in response["Content-Disposition"]
+    )
+    assert {r["release"] for r in _csv_rows(response)} == {"v1.1 (demo)"}
+
+
+def test_the_judging_form_refuses_an_unknown_release(world):
+    judge = world["judges"][0]
+    form = JudgeForm(
+        QueryDict(urlencode({"judge-judge": judge.pk, "judge-release": "v9"})), prefix="judge"
+    )
+    assert not form.is_valid() and "release" in form.errors
+    form = JudgeForm(QueryDict(urlencode({"judge-judge": judge.pk})), prefix="judge")
+    assert form.is_valid() and form.cleaned_data["versions"] is None  # the draft's
