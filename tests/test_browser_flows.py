@@ -408,7 +408,7 @@ def test_leaderboard_after_a_rubric_round_says_what_waits_and_launches_the_re_ju
     )
     waiting = page.get_by_test_id("rejudge")
     expect(waiting.get_by_role("heading")).to_have_text(
-        "1 response waits for gemini-judge's verdicts"
+        "1 response waits for gemini-judge's verdicts on the working draft"  # no release cut
     )
     expect(waiting).to_contain_text("count as Pending")
     expect(page.get_by_test_id("leaderboard").locator("tbody tr").first).to_contain_text("1 of 2")

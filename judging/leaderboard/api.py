@@ -4,12 +4,14 @@ checks' in judging/checks/api.py.
 
 Views are thin: check the role, read the parameters, call reports.py (or the
 leaderboard), answer. A parameter naming an unknown judge or setting is a 400 naming the field;
-left out, it takes the page's default (the first judge by name, multimodal)."""
+left out, it takes the page's default (the first judge by name, multimodal). `?release=NAME`
+chooses the release scored (`draft`: the working draft; left out: the latest release), an
+unknown name is a 404 naming the field, and every answer says which in its `release` field."""
 
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.decorators import api_view
 from rest_framework.request import Request
@@ -21,17 +23,50 @@ from core.errors import InvalidInput, NotFound
 from core.http import ErrorSerializer, rendered
 
 from ..models import Judge, Setting
+from ..releases.scope import DRAFT_PARAM, Scope, requested_scope
+from ..releases.scores import release_board
 from ..verdicts.scoring import TIERS
-from ..verdicts.services import scoring_settings
 from . import reports
 from .analysis import LABELS
-from .board import board_as_dict, leaderboard
+from .board import board_as_dict
 
 # --- the shapes, for the OpenAPI schema ------------------------------------------------------
 
 
 def _score(help_text: str = "Gamut x100, null when nothing was scored") -> serializers.Field:
     return serializers.FloatField(allow_null=True, help_text=help_text)
+
+
+class ReleaseNameSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    content_hash = serializers.CharField(help_text='"sha256:<hex>" of the release\'s frozen record')
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "content_hash": {
+                        "type": "string",
+                        "description": '"sha256:<hex>" of the release\'s frozen record',
+                    },
+                },
+                "required": ["name", "content_hash"],
+            },
+            {"type": "string", "enum": [DRAFT_PARAM]},
+        ],
+        "description": "the release scored: its name and content hash, or "
+        f'"{DRAFT_PARAM}" for the working draft (the live state)',
+    }
+)
+class ReleaseField(serializers.Field):
+    """The release an answer scores: {name, content_hash}, or "draft"."""
+
+    def to_representation(self, value: dict | str) -> dict | str:
+        return value if value == DRAFT_PARAM else ReleaseNameSerializer(value).data
 
 
 class LeaderboardRowSerializer(serializers.Serializer):
@@ -79,9 +114,12 @@ class ComparisonSerializer(serializers.Serializer):
 
 
 class LeaderboardSerializer(serializers.Serializer):
+    release = ReleaseField()
     judge = serializers.CharField()
     setting = serializers.ChoiceField(choices=Setting.values)
-    questions = serializers.IntegerField(help_text="final questions not dropped")
+    questions = serializers.IntegerField(
+        help_text="the release's questions (the draft: final questions not dropped)"
+    )
     rows = LeaderboardRowSerializer(many=True)
     comparisons = ComparisonSerializer(many=True, help_text="every pair of models")
     minimum_detectable_difference = _score(
@@ -109,6 +147,7 @@ class SettingsRowSerializer(serializers.Serializer):
 
 
 class SettingsReportSerializer(serializers.Serializer):
+    release = ReleaseField()
     judge = serializers.CharField()
     questions = serializers.IntegerField()
     rows = SettingsRowSerializer(many=True, help_text="largest cost first")
@@ -168,6 +207,7 @@ class ConfusionSerializer(serializers.Serializer):
 
 
 class JudgesReportSerializer(serializers.Serializer):
+    release = ReleaseField()
     setting = serializers.ChoiceField(choices=Setting.values)
     judges = serializers.ListField(child=serializers.CharField())
     common_models = serializers.ListField(child=serializers.CharField())
@@ -234,6 +274,7 @@ class QuestionResponseSerializer(serializers.Serializer):
 
 
 class QuestionReportSerializer(serializers.Serializer):
+    release = ReleaseField()
     source_id = serializers.CharField()
     question = serializers.CharField()
     entity = serializers.CharField()
@@ -243,7 +284,9 @@ class QuestionReportSerializer(serializers.Serializer):
     dropped = serializers.BooleanField()
     rubric_version = serializers.DictField(allow_null=True, help_text="{id, stage}")
     judges = serializers.ListField(child=serializers.CharField())
-    checks = CheckSerializer(many=True, help_text="the final rubric version's checks")
+    checks = CheckSerializer(
+        many=True, help_text="the checks of the rubric version scored (the release's, or the final)"
+    )
     responses = QuestionResponseSerializer(many=True)
 
 
@@ -255,6 +298,12 @@ JUDGE = OpenApiParameter(
 )
 SETTING = OpenApiParameter(
     "setting", OpenApiTypes.STR, enum=Setting.values, description="default: multimodal"
+)
+RELEASE = OpenApiParameter(
+    "release",
+    OpenApiTypes.STR,
+    description=f"a release's name, or {DRAFT_PARAM} for the working draft (the live state); "
+    "default: the latest release, or the working draft when none was cut",
 )
 ERRORS = dict.fromkeys((400, 401, 403, 404), ErrorSerializer)
 
@@ -293,37 +342,50 @@ def requested_setting(request: Request) -> str:
     return setting
 
 
+def requested_release(request: Request) -> Scope:
+    """The release `?release=` names (404 naming the field for an unknown name)."""
+    return requested_scope(request.query_params.get("release"))
+
+
 def _answer(serializer: type[serializers.Serializer], build) -> Response:
     return rendered(serializer, build())
 
 
 @extend_schema(
     summary="The leaderboard of one judge and setting (admins)",
-    parameters=[JUDGE, SETTING],
+    parameters=[JUDGE, SETTING, RELEASE],
     responses={200: LeaderboardSerializer, **ERRORS},
 )
 @api_view(["GET"])
 @ADMINS
 def leaderboard_detail(request: Request) -> Response:
     def build() -> dict:
+        scope = requested_release(request)
         judge, setting = requested_judge(request), requested_setting(request)
-        return board_as_dict(
-            leaderboard(judge=judge, setting=setting, settings=scoring_settings(), audit=True)
+        scored = release_board(
+            scope.release,
+            judge=judge,
+            setting=setting,
+            settings=scope.scoring(),
+            audit=True,
+            estimate=False,
         )
+        return board_as_dict(scored.board, release=scope.release)
 
     return _answer(LeaderboardSerializer, build)
 
 
 @extend_schema(
     summary="Multimodal against text-only per model, under one judge (admins)",
-    parameters=[JUDGE],
+    parameters=[JUDGE, RELEASE],
     responses={200: SettingsReportSerializer, **ERRORS},
 )
 @api_view(["GET"])
 @ADMINS
 def settings_detail(request: Request) -> Response:
     def build() -> dict:
-        return reports.settings_report(requested_judge(request))
+        scope = requested_release(request)
+        return reports.settings_report(requested_judge(request), release=scope.release)
 
     return _answer(SettingsReportSerializer, build)
 
@@ -337,6 +399,7 @@ def settings_detail(request: Request) -> Response:
         SETTING,
         OpenApiParameter("a", OpenApiTypes.STR, description="judge A (rows)"),
         OpenApiParameter("b", OpenApiTypes.STR, description="judge B (columns)"),
+        RELEASE,
     ],
     responses={200: JudgesReportSerializer, **ERRORS},
 )
@@ -344,31 +407,40 @@ def settings_detail(request: Request) -> Response:
 @ADMINS
 def judges_detail(request: Request) -> Response:
     def build() -> dict:
+        scope = requested_release(request)
         setting = requested_setting(request)
         judges = list(Judge.objects.order_by("name"))
         if not judges:
             raise NotFound("No judge yet.")
         judge_a = _named_judge(request, "a") or judges[0]
         judge_b = _named_judge(request, "b") or next((j for j in judges if j != judge_a), None)
-        return reports.judges_report(setting=setting, judge_a=judge_a, judge_b=judge_b)
+        return reports.judges_report(
+            setting=setting, judge_a=judge_a, judge_b=judge_b, release=scope.release
+        )
 
     return _answer(JudgesReportSerializer, build)
 
 
 @extend_schema(
     summary="One question's responses, checks, verdicts and evidence (admins)",
+    description="On the rubric version the release froze (404 when the release does not "
+    "hold the question), or on the final one for the working draft.",
+    parameters=[RELEASE],
     responses={200: QuestionReportSerializer, **ERRORS},
 )
 @api_view(["GET"])
 @ADMINS
 def question_detail(request: Request, source_id: str) -> Response:
     def build() -> dict:
+        scope = requested_release(request)
         try:
             question = reports.question_for(source_id)
         except FinalQuestion.DoesNotExist as exc:
             raise NotFound("No final question for this image.") from exc
         return reports.question_report(
-            question, image_url=request.build_absolute_uri(reports.image_url_for(source_id))
+            question,
+            image_url=request.build_absolute_uri(reports.image_url_for(source_id)),
+            release=scope.release,
         )
 
     return _answer(QuestionReportSerializer, build)

@@ -48,6 +48,7 @@ from ..models import (
     Verdict,
     VerdictValue,
 )
+from ..releases.scope import release_field
 from ..releases.selectors import scope_questions
 from ..verdicts.scoring import (
     DEFAULT_SETTINGS,
@@ -169,9 +170,11 @@ class Leaderboard:
     question_ids: list[int] = field(default_factory=list, repr=False)
 
 
-def board_as_dict(board: Leaderboard) -> dict:
-    """The JSON of a board, for the page's `?format=json` and the API."""
+def board_as_dict(board: Leaderboard, *, release: Release | None) -> dict:
+    """The JSON of a board of `release` (None: the working draft), for the page's
+    `?format=json` and the API."""
     return {
+        "release": release_field(release),
         "judge": board.judge,
         "setting": board.setting,
         "questions": board.questions,

@@ -9,6 +9,11 @@ the figures from `analysis` (pure), the verdicts by SQL.
   judges_report(setting, judge_a, judge_b)    judges compared (scores, leniency, rankings,
                                               self-preference, verdict confusion of A and B)
   question_report(question, image_url)        one question: responses, checks, verdicts
+
+Each takes `release`: the release whose questions, rubric versions and scoring parameters it
+reads, or None (the default) for the working draft (every question not dropped, on its final
+rubric version, with today's scoring parameters); each report names it in its `release` field
+(judging/releases/scope.py).
 """
 
 from __future__ import annotations
@@ -21,10 +26,21 @@ from django.db.models import Count, F, FilteredRelation, Q
 from django.urls import reverse
 
 from annotation.models import FinalQuestion
+from core.errors import NotFound
 from rubrics.models import RubricCheck
 from rubrics.services import final_version, final_version_ids
 
-from ..models import EvaluatedModel, Judge, Response, Setting, Verdict, VerdictValue
+from ..models import (
+    EvaluatedModel,
+    Judge,
+    Release,
+    ReleaseQuestion,
+    Response,
+    Setting,
+    Verdict,
+    VerdictValue,
+)
+from ..releases.scope import release_field
 from ..verdicts.scoring import VERDICTS, ScoringError, ScoringSettings, response_score
 from ..verdicts.services import scoring_settings
 from . import analysis
@@ -34,6 +50,13 @@ from .comparisons import Paired, paired
 
 def _round(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(value, digits)
+
+
+def _scoring(release: Release | None, scoring: ScoringSettings | None) -> ScoringSettings:
+    """The parameters given, else the release's frozen ones, else today's (one query)."""
+    if scoring is not None:
+        return scoring
+    return release.scoring_settings() if release is not None else scoring_settings()
 
 
 # --- multimodal against text-only ------------------------------------------------------------
@@ -65,11 +88,16 @@ def _paired_cost(boards: dict, model: str) -> Paired | None:
     return paired(model, model, text_only, multimodal)
 
 
-def settings_report(judge: Judge, *, scoring: ScoringSettings | None = None) -> dict:
+def settings_report(
+    judge: Judge, *, scoring: ScoringSettings | None = None, release: Release | None = None
+) -> dict:
     """Per model, the Gamut x100 of both settings under one judge and the cost of visual
-    identification (text-only minus multimodal)."""
-    scoring = scoring or scoring_settings()
-    boards = {s: leaderboard(judge=judge, setting=s, settings=scoring) for s in Setting.values}
+    identification (text-only minus multimodal), on `release` (None: the working draft)."""
+    scoring = _scoring(release, scoring)
+    boards = {
+        s: leaderboard(judge=judge, setting=s, settings=scoring, release=release)
+        for s in Setting.values
+    }
     rows = {s: {r.model: r for r in board.rows} for s, board in boards.items()}
     gaps = analysis.setting_gaps(
         {m: r.gamut for m, r in rows[Setting.MULTIMODAL].items()},
@@ -93,7 +121,12 @@ def settings_report(judge: Judge, *, scoring: ScoringSettings | None = None) -> 
         row["paired_ci_high"] = _round(pair.high) if pair else None
         row["paired_p"] = _round(pair.p, 6) if pair and pair.p is not None else None
         out.append(row)
-    return {"judge": judge.name, "questions": boards[Setting.MULTIMODAL].questions, "rows": out}
+    return {
+        "release": release_field(release),
+        "judge": judge.name,
+        "questions": boards[Setting.MULTIMODAL].questions,
+        "rows": out,
+    }
 
 
 # --- judges compared -------------------------------------------------------------------------
@@ -124,19 +157,31 @@ def _own_models(judges: list[Judge]) -> dict[str, list[str]]:
     )
 
 
-def verdict_pairs(*, judge_a: Judge, judge_b: Judge, setting: str) -> list[tuple[str, str, int]]:
+def verdict_pairs(
+    *, judge_a: Judge, judge_b: Judge, setting: str, release: Release | None = None
+) -> list[tuple[str, str, int]]:
     """(verdict of A, verdict of B, count) over the (response, check) pairs both judges judged,
-    in the setting, on the checks of each non-dropped question's final rubric version (the ones
-    scores use; the same check row means the same version). One query: A's verdicts joined to
-    B's on the same response and check row (1.5 s for the 880,000 pairs of one setting at full
-    size on SQLite; a correlated subquery for B's verdict took 3 to 4 s)."""
+    in the setting, on the checks scores use: each non-dropped question's final rubric version,
+    or the versions `release` froze (the same check row means the same version). One query:
+    A's verdicts joined to B's on the same response and check row (1.5 s for the 880,000 pairs
+    of one setting at full size on SQLite; a correlated subquery for B's verdict took 3 to 4 s)."""
+    if release is None:
+        scope = Q(
+            response__question__dropped_at__isnull=True,
+            check_row__version_id__in=final_version_ids(),
+        )
+    else:
+        scope = Q(
+            check_row__version_id__in=ReleaseQuestion.objects.filter(release=release)
+            .values("version_id")
+            .order_by()
+        )
     rows = (
         Verdict.objects.filter(
+            scope,
             judge=judge_a,
             response__setting=setting,
-            response__question__dropped_at__isnull=True,
             check_row__deleted_at__isnull=True,
-            check_row__version_id__in=final_version_ids(),
         )
         .annotate(
             other=FilteredRelation(
@@ -160,15 +205,17 @@ def judges_report(
     judge_a: Judge | None = None,
     judge_b: Judge | None = None,
     scoring: ScoringSettings | None = None,
+    release: Release | None = None,
 ) -> dict:
-    """Every judge's scores of every model in one setting, and what follows from comparing
-    them; the verdict confusion of judges A and B (by default the first two by name)."""
-    scoring = scoring or scoring_settings()
+    """Every judge's scores of every model in one setting on `release` (None: the working
+    draft), and what follows from comparing them; the verdict confusion of judges A and B (by
+    default the first two by name)."""
+    scoring = _scoring(release, scoring)
     judges = list(Judge.objects.select_related("llm_model").order_by("name"))
     names = [j.name for j in judges]
     scores: dict[str, dict[str, float | None]] = {}
     for judge in judges:
-        board = leaderboard(judge=judge, setting=setting, settings=scoring)
+        board = leaderboard(judge=judge, setting=setting, settings=scoring, release=release)
         scores[judge.name] = {r.model: r.gamut for r in board.rows}
     models = sorted({m for per in scores.values() for m in per})
     spreads = {s.model: s for s in analysis.largest_differences(scores)}
@@ -190,6 +237,7 @@ def judges_report(
     leniencies = analysis.leniency(scores) if len(judges) > 1 else []
     own = _own_models(judges)
     report: dict = {
+        "release": release_field(release),
         "setting": setting,
         "judges": names,
         "common_models": analysis.common_models(scores) if judges else [],
@@ -233,7 +281,7 @@ def judges_report(
         judge_a, judge_b = judges[0], judges[1]
     if judge_a is not None and judge_b is not None:
         matrix = analysis.confusion(
-            verdict_pairs(judge_a=judge_a, judge_b=judge_b, setting=setting)
+            verdict_pairs(judge_a=judge_a, judge_b=judge_b, setting=setting, release=release)
         )
         report["confusion"] = {"judge_a": judge_a.name, "judge_b": judge_b.name, **matrix.as_dict()}
         for key in ("agreement", "kappa"):
@@ -318,16 +366,41 @@ def _response_outcome(
         return "pending", None
 
 
+class NotInRelease(NotFound):
+    """The question asked for is not one of the release's."""
+
+
 def question_report(
-    question: FinalQuestion, *, image_url: str, scoring: ScoringSettings | None = None
+    question: FinalQuestion,
+    *,
+    image_url: str,
+    scoring: ScoringSettings | None = None,
+    release: Release | None = None,
 ) -> dict:
-    """One question: its checks in the final rubric version (with tier, provenance and
-    evidence), each model's response per setting, and each judge's verdict and rationale per
+    """One question: its checks in the rubric version scored (the final one, or the one
+    `release` froze, with the question's wording as frozen), with tier, provenance and
+    evidence, each model's response per setting, and each judge's verdict and rationale per
     check, with the response's Gamut x100 under each judge. Five queries (and one for the
-    benchmark's scoring settings unless given) whatever the number of models, judges and checks."""
-    scoring = scoring or scoring_settings()
-    rubric = getattr(question, "rubric", None)
-    version = final_version(rubric) if rubric else None
+    benchmark's scoring settings unless given or frozen by the release) whatever the number of
+    models, judges and checks. Raises NotInRelease when the release does not hold it."""
+    frozen = None
+    if release is None:
+        rubric = getattr(question, "rubric", None)
+        version = final_version(rubric) if rubric else None
+    else:
+        frozen = (
+            ReleaseQuestion.objects.select_related("version")
+            .filter(release=release, question=question)
+            .first()
+        )
+        if frozen is None:
+            raise NotInRelease(
+                f"{question.image.source_id} is not in release {release.name}: it was added "
+                "after the release was cut, or dropped before.",
+                "release",
+            )
+        version = frozen.version
+    scoring = _scoring(release, scoring)
     checks = (
         list(
             RubricCheck.objects.filter(version=version, deleted_at__isnull=True).order_by(
@@ -416,12 +489,14 @@ def question_report(
             }
         )
     image = question.image
+    as_scored = frozen or image  # a release's wording, entity, domain and popularity as frozen
     return {
+        "release": release_field(release),
         "source_id": image.source_id,
-        "question": question.text,
-        "entity": image.entity,
-        "domain": image.domain,
-        "popularity": image.popularity,
+        "question": frozen.text if frozen else question.text,
+        "entity": as_scored.entity,
+        "domain": as_scored.domain,
+        "popularity": as_scored.popularity,
         "image_url": image_url,
         "dropped": question.dropped_at is not None,
         "rubric_version": ({"id": version.pk, "stage": version.stage} if version else None),

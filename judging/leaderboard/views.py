@@ -1,7 +1,9 @@
 """The result pages, for admins: the leaderboard, and the analyses beside it (multimodal against
 text-only, judges compared, and one question's responses and verdicts). Each has
 `?format=csv|json` exports; the analyses' JSON is the API's (judging/leaderboard/api.py), built
-once in judging/leaderboard/reports.py."""
+once in judging/leaderboard/reports.py. Each scores the release `?release=` names (`draft`: the
+working draft; left out: the latest release), says which in its heading, and carries it into
+its exports (judging/releases/scope.py)."""
 
 from __future__ import annotations
 
@@ -14,13 +16,15 @@ from django.shortcuts import render
 
 from annotation.models import FinalQuestion
 from core import access
+from core.errors import NotFound
 
 from ..csv_export import csv_response
-from ..models import Judge, Setting
-from ..verdicts.services import scoring_settings
+from ..models import Judge, ReleaseQuestion, Setting
+from ..releases.scope import Scope, requested_scope
+from ..releases.scores import release_board
 from . import reports
 from .analysis import LABELS
-from .board import COMPARISON_COLUMNS, EXPORT_COLUMNS, board_as_dict, leaderboard
+from .board import COMPARISON_COLUMNS, EXPORT_COLUMNS, board_as_dict
 
 QUESTIONS_PER_PAGE = 100
 
@@ -61,8 +65,28 @@ def _matrix(board) -> list[dict]:
     return grid
 
 
+def _scope(request: HttpRequest) -> Scope:
+    """The release `?release=` names; the site's not-found page for a name no release has."""
+    try:
+        return requested_scope(request.GET.get("release"))
+    except NotFound as exc:
+        raise Http404(exc.message) from exc
+
+
+def _csv(scope: Scope, name: str, columns: list[str], rows) -> HttpResponse:
+    """A CSV export that names the release it scores: in its file name, and in the `release`
+    and `release_hash` columns of every row."""
+    extra = scope.csv_columns()
+    return csv_response(
+        f"{name}-{scope.file_part()}",
+        [*columns, *extra],
+        ({**row, **extra} for row in rows),
+    )
+
+
 @access.role_required(access.ADMIN)
 def leaderboard_page(request: HttpRequest) -> HttpResponse:
+    scope = _scope(request)
     judges = list(Judge.objects.order_by("name"))
     judge = next(
         (j for j in judges if j.name == request.GET.get("judge")), judges[0] if judges else None
@@ -70,15 +94,25 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
     setting = request.GET.get("setting", Setting.MULTIMODAL)
     if setting not in Setting.values:
         setting = Setting.MULTIMODAL
-    scoring = scoring_settings()
-    board = (
-        leaderboard(judge=judge, setting=setting, settings=scoring, audit=True) if judge else None
-    )
     export = request.GET.get("format")
-    if export in ("csv", "json") and board is None:
+    if export in ("csv", "json") and judge is None:
         return HttpResponse("No judge yet.", status=404, content_type="text/plain")
+    scoring = scope.scoring()
+    scored = (
+        release_board(
+            scope.release,
+            judge=judge,
+            setting=setting,
+            settings=scoring,
+            audit=True,
+            estimate=export is None,
+        )
+        if judge
+        else None
+    )
+    board = scored.board if scored else None
     if export == "json":
-        return JsonResponse(board_as_dict(board))
+        return JsonResponse(board_as_dict(board, release=scope.release))
     if export == "csv":
         table = request.GET.get("table", "rows")
         if table not in ("rows", "comparisons"):
@@ -86,12 +120,14 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
                 "table must be rows or comparisons", status=400, content_type="text/plain"
             )
         if table == "comparisons":
-            return csv_response(
+            return _csv(
+                scope,
                 f"leaderboard-{board.judge}-{board.setting}-comparisons",
                 COMPARISON_COLUMNS,
                 [pair.as_dict() for pair in board.comparisons],
             )
-        return csv_response(
+        return _csv(
+            scope,
             f"leaderboard-{board.judge}-{board.setting}",
             EXPORT_COLUMNS,
             [row.as_dict() for row in board.rows],
@@ -106,6 +142,7 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
         request,
         "judging/leaderboard/leaderboard.html",
         {
+            "scope": scope,
             "matrix": _matrix(board) if board else [],
             "judges": judges,
             "judge": judge,
@@ -113,36 +150,11 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
             "settings": Setting.choices,
             "board": board,
             "scoring": scoring,
-            "rejudge": _rejudge(judge, setting, board) if board else None,
+            # Responses that wait for verdicts on the scope's checks (after a rubric round,
+            # on the new final versions of the draft), with the judging job's estimate.
+            "rejudge": scored if scored and scored.pending else None,
         },
     )
-
-
-def _rejudge(judge: Judge, setting: str, board) -> dict | None:
-    """After a rubric round the responses wait for verdicts on the new final versions, and the
-    board shows them as pending: say so, and offer the judging job with its estimate here."""
-    pending = sum(row.pending for row in board.rows)
-    if not pending:
-        return None
-    out: dict = {
-        "pending": pending,
-        "estimate": None,
-        "error": "",
-        "can_launch": judge.llm_model_id is not None,
-    }
-    if out["can_launch"]:
-        from llm.jobs import JobError
-
-        from ..runs.services import run_estimate  # the judging console's own estimate
-
-        try:
-            out["estimate"] = run_estimate(
-                "judge",
-                {"judge": judge, "models": [], "settings": [setting], "ids": None, "batch": False},
-            )
-        except JobError as exc:
-            out["error"] = str(exc)
-    return out
 
 
 # --- the analyses beside the leaderboard -----------------------------------------------------
@@ -171,24 +183,28 @@ def _bar(value: float | None) -> dict:
 
 @access.role_required(access.ADMIN)
 def settings_page(request: HttpRequest) -> HttpResponse:
+    scope = _scope(request)
     judges = list(Judge.objects.order_by("name"))
     judge = _pick(judges, request.GET.get("judge"), judges[0] if judges else None)
     export = request.GET.get("format")
     if judge is None:
         if export in ("csv", "json"):
             return _no_judge()
-        return render(request, "judging/leaderboard/settings.html", {"judges": judges})
-    report = reports.settings_report(judge)
+        return render(
+            request, "judging/leaderboard/settings.html", {"judges": judges, "scope": scope}
+        )
+    report = reports.settings_report(judge, release=scope.release)
     if export == "json":
         return JsonResponse(report)
     if export == "csv":
-        return csv_response(f"settings-{judge.name}", reports.SETTINGS_COLUMNS, report["rows"])
+        return _csv(scope, f"settings-{judge.name}", reports.SETTINGS_COLUMNS, report["rows"])
     for row in report["rows"]:
         row["bars"] = [(label, _bar(row[value])) for value, label in Setting.choices]
     return render(
         request,
         "judging/leaderboard/settings.html",
         {
+            "scope": scope,
             "judges": judges,
             "judge": judge,
             "report": report,
@@ -198,6 +214,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
 
 @access.role_required(access.ADMIN)
 def judges_page(request: HttpRequest) -> HttpResponse:
+    scope = _scope(request)
     judges = list(Judge.objects.order_by("name"))
     setting = _setting(request)
     judge_a = _pick(judges, request.GET.get("a"), judges[0] if judges else None)
@@ -205,7 +222,9 @@ def judges_page(request: HttpRequest) -> HttpResponse:
     export = request.GET.get("format")
     if export in ("csv", "json") and not judges:
         return _no_judge()
-    report = reports.judges_report(setting=setting, judge_a=judge_a, judge_b=judge_b)
+    report = reports.judges_report(
+        setting=setting, judge_a=judge_a, judge_b=judge_b, release=scope.release
+    )
     if export == "json":
         return JsonResponse(report)
     if export == "csv":
@@ -217,7 +236,7 @@ def judges_page(request: HttpRequest) -> HttpResponse:
                 content_type="text/plain",
             )
         columns, rows = reports.judges_table(report, table)
-        return csv_response(f"judges-{setting}-{table}", columns, rows)
+        return _csv(scope, f"judges-{setting}-{table}", columns, rows)
     for row in report["scores"]:
         row["bars"] = [(j, _bar(row["scores"][j])) for j in report["judges"]]
     matrix = report["confusion"]
@@ -235,6 +254,7 @@ def judges_page(request: HttpRequest) -> HttpResponse:
         request,
         "judging/leaderboard/judges.html",
         {
+            "scope": scope,
             "judges": judges,
             "setting": setting,
             "settings": Setting.choices,
@@ -258,14 +278,21 @@ VERDICT_MARKS = (
 
 @access.role_required(access.ADMIN)
 def questions_page(request: HttpRequest) -> HttpResponse:
-    """The final questions, to reach each one's results; `q` filters by source id, entity or
-    wording."""
+    """The questions of the release (or of the working draft: every final question), to reach
+    each one's results; `q` filters by source id, entity or wording."""
+    scope = _scope(request)
     query = request.GET.get("q", "").strip()
     questions = (
         FinalQuestion.objects.select_related("image")
         .annotate(n_responses=Count("responses"))
         .order_by("image__source_id")
     )
+    if scope.release is not None:
+        questions = questions.filter(
+            pk__in=ReleaseQuestion.objects.filter(release=scope.release)
+            .values("question_id")
+            .order_by()
+        )
     if query:
         questions = questions.filter(
             Q(image__source_id__icontains=query)
@@ -273,24 +300,44 @@ def questions_page(request: HttpRequest) -> HttpResponse:
             | Q(text__icontains=query)
         )
     page = Paginator(questions, QUESTIONS_PER_PAGE).get_page(request.GET.get("page"))
-    return render(request, "judging/leaderboard/questions.html", {"page": page, "query": query})
+    return render(
+        request,
+        "judging/leaderboard/questions.html",
+        {"page": page, "query": query, "scope": scope},
+    )
 
 
 @access.role_required(access.ADMIN)
 def question_page(request: HttpRequest, source_id: str) -> HttpResponse:
+    scope = _scope(request)
     try:
         question = reports.question_for(source_id)
     except FinalQuestion.DoesNotExist as exc:
         raise Http404("no final question for this image") from exc
-    report = reports.question_report(
-        question, image_url=request.build_absolute_uri(reports.image_url_for(source_id))
-    )
     export = request.GET.get("format")
+    try:
+        report = reports.question_report(
+            question,
+            image_url=request.build_absolute_uri(reports.image_url_for(source_id)),
+            release=scope.release,
+        )
+    except reports.NotInRelease as exc:
+        if export is not None:
+            raise Http404(exc.message) from exc
+        # The page says so, and its selector leads to the draft or another release.
+        return render(
+            request,
+            "judging/leaderboard/question.html",
+            {"scope": scope, "question": question, "not_in_release": exc.message},
+        )
     if export == "json":
         return JsonResponse(report)
     if export == "csv":
-        return csv_response(
-            f"question-{source_id}", reports.QUESTION_COLUMNS, reports.question_table(report)
+        return _csv(
+            scope,
+            f"question-{source_id}",
+            reports.QUESTION_COLUMNS,
+            reports.question_table(report),
         )
     checks = {c["check_id"]: c for c in report["checks"]}
     # The heatmap: one row per check, one column per (response, judge), each cell a verdict.
@@ -317,6 +364,7 @@ def question_page(request: HttpRequest, source_id: str) -> HttpResponse:
         request,
         "judging/leaderboard/question.html",
         {
+            "scope": scope,
             "report": report,
             "question": question,
             "heatmap": heatmap,

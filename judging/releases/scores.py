@@ -19,6 +19,7 @@ from llm.jobs import JobError
 from ..leaderboard.board import RESAMPLES, SEED, Leaderboard, Row, leaderboard
 from ..models import Judge, Release, Setting
 from ..runs.services import Estimate, run_estimate
+from ..verdicts.scoring import ScoringSettings
 from ..verdicts.services import scoring_settings
 from .selectors import release_versions, scope_label
 
@@ -80,10 +81,13 @@ def release_board(
     estimate: bool = True,
     resamples: int = RESAMPLES,
     seed: int = SEED,
+    settings: ScoringSettings | None = None,
 ) -> ReleaseBoard:
     """Score every model on `release` (None: the working draft, with today's scoring
-    settings) for one judge and setting, from the verdicts that exist."""
-    settings = release.scoring_settings() if release is not None else scoring_settings()
+    settings) for one judge and setting, from the verdicts that exist. `settings`: the
+    scoring parameters when the caller has read them already (a page that shows them)."""
+    if settings is None:
+        settings = release.scoring_settings() if release is not None else scoring_settings()
     board = leaderboard(
         judge=judge,
         setting=setting,

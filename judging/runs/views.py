@@ -22,7 +22,8 @@ from llm.jobs import JobError
 from llm.launchers import parse_ids
 from llm.models import Job, Provider
 
-from ..models import EvaluatedModel, Judge, Setting
+from ..models import EvaluatedModel, Judge, Release, Setting
+from ..releases.selectors import release_versions
 from . import llm_jobs
 from .services import question_ids, run_estimate, run_launch
 
@@ -71,9 +72,19 @@ class JudgeForm(_Scoped):
         label="Through Gemini's Batch API (half the price; results within a "
         "day, polled every LLM_BATCH_POLL_SECONDS)",
     )
+    release = forms.ModelChoiceField(
+        Release.objects.all(),
+        to_field_name="name",
+        required=False,
+        empty_label="Working draft (each question's final rubric)",
+        label="On the rubric versions of",
+    )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        # A release's questions on the rubric versions it froze; none: the final versions.
+        release = data.get("release")
+        data["versions"] = release_versions(release) if release is not None else None
         judge = data.get("judge")
         if (
             data.get("batch")

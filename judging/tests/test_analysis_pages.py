@@ -243,9 +243,11 @@ def test_settings_page_table_chart_and_csv(client, root, world):
     data = client.get(url, {"judge": "gpt-judge", "format": "json"}).json()
     response = client.get(url, {"judge": "gpt-judge", "format": "csv"})
     assert response["Content-Type"].startswith("text/csv")
-    assert 'filename="settings-gpt-judge.csv"' in response["Content-Disposition"]
+    # The release it scores (none cut: the working draft) in the file name and every row.
+    assert 'filename="settings-gpt-judge-draft.csv"' in response["Content-Disposition"]
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert [r["model"] for r in rows] == [r["model"] for r in data["rows"]]
+    assert {(r["release"], r["release_hash"]) for r in rows} == {("draft", "")}
     assert float(rows[0]["cost"]) == pytest.approx(data["rows"][0]["cost"])
     # An unknown judge falls back to the first, as on the leaderboard.
     assert client.get(url, {"judge": "nobody", "format": "json"}).json()["judge"] == "gemini-judge"
@@ -287,11 +289,11 @@ FIXED = 3
 def test_settings_page_query_count(client, root, n_models):
     [judge] = _results_world(n_models, 1)
     client.force_login(root)
-    # the judges, the scoring settings, then one leaderboard per setting, whatever the
-    # number of models
-    expected = FIXED + 2 + 2 * _leaderboard_queries(judge)
+    # the releases (for the selector), the judges, the scoring settings, then one
+    # leaderboard per setting, whatever the number of models
+    expected = FIXED + 3 + 2 * _leaderboard_queries(judge)
     assert _page_queries(client, reverse("results_settings")) == expected
-    assert expected <= 13
+    assert expected <= 14
 
 
 # --- judges compared -------------------------------------------------------------------------
@@ -441,12 +443,12 @@ def test_pages_without_judges(client, root):
 def test_judges_page_query_count(client, root, n_models, n_judges):
     judges = _results_world(n_models, n_judges)
     client.force_login(root)
-    # the judges (for the form, then for the report), one leaderboard per judge, the
-    # evaluated models (self-preference), one aggregate for the confusion matrix and the
-    # scoring settings: nothing grows with the models or the verdicts
-    expected = FIXED + 2 + n_judges * _leaderboard_queries(judges[0]) + 3
+    # the releases (for the selector), the judges (for the form, then for the report), one
+    # leaderboard per judge, the evaluated models (self-preference), one aggregate for the
+    # confusion matrix and the scoring settings: nothing grows with the models or the verdicts
+    expected = FIXED + 3 + n_judges * _leaderboard_queries(judges[0]) + 3
     assert _page_queries(client, reverse("results_judges")) == expected
-    assert expected <= 8 + 4 * n_judges
+    assert expected <= 9 + 4 * n_judges
 
 
 # --- one question ----------------------------------------------------------------------------
@@ -516,6 +518,8 @@ def test_question_json_csv_and_scores(client, root, world):
         "judge",
         "verdict",
         "rationale",
+        "release",
+        "release_hash",
     }
 
 
@@ -565,16 +569,17 @@ def test_question_without_a_rubric(client, root, respond):
 def test_question_page_query_count_is_constant(client, root, n_models, django_assert_num_queries):
     _results_world(n_models, 2)
     client.force_login(root)
-    # the question, its final version, its checks, the judges, the responses, the verdicts,
-    # the scoring settings
-    with django_assert_num_queries(FIXED + 7):
+    # the releases (for the selector), the question, its final version, its checks, the
+    # judges, the responses, the verdicts, the scoring settings
+    with django_assert_num_queries(FIXED + 8):
         response = client.get(reverse("results_question", args=["q1"]))
     assert response.content.decode().count('data-testid="response"') == 2 * n_models
 
 
 def test_questions_index_lists_and_finds(client, root, world, django_assert_max_num_queries):
     client.force_login(root)
-    with django_assert_max_num_queries(FIXED + 2):  # the page's questions and their count
+    # the releases (for the selector), the page's questions and their count
+    with django_assert_max_num_queries(FIXED + 3):
         body = client.get(reverse("results_questions")).content.decode()
     for i in range(4):
         assert f'href="{reverse("results_question", args=[f"q{i}"])}"' in body

@@ -147,9 +147,12 @@ def test_the_leaderboard_is_corrected_by_the_audit(
     assert api.get("/api/leaderboard/", {"judge": "judge-a"}).json() == data
     text = client.get(reverse("leaderboard"), {"judge": "judge-a", "format": "csv"})
     header = next(csv.reader(io.StringIO(text.content.decode())))
-    assert header == EXPORT_COLUMNS and "ppi_gamut_ci_low" in header
-    # The page: one query for the graded audit pairs, one for the judge's verdicts on them.
-    with django_assert_num_queries(11):
+    # the board's columns, then the release it scores (none cut: the working draft)
+    assert header == [*EXPORT_COLUMNS, "release", "release_hash"]
+    assert "ppi_gamut_ci_low" in header
+    # The page: one query for the graded audit pairs, one for the judge's verdicts on them
+    # (and one for the releases, none here, in its selector).
+    with django_assert_num_queries(12):
         page = client.get(reverse("leaderboard"), {"judge": "judge-a"}).content.decode()
     assert 'data-testid="corrected">70.0' in page
 

@@ -103,8 +103,9 @@ def test_leaderboard_page_query_count(
 ):
     _populate(n_models, respond, judge)
     client.force_login(root)
-    # 9, the scoring settings, and the random audit's pairs (none here): whatever the models
-    with django_assert_num_queries(10):
+    # 9, the releases (for the selector; none here), the scoring settings, and the random
+    # audit's pairs (none here): whatever the models
+    with django_assert_num_queries(11):
         response = client.get(reverse("leaderboard"), {"judge": judge.name})
     assert response.status_code == 200
     body = response.content.decode()

@@ -58,11 +58,12 @@ def test_pending_responses_are_explained_with_the_launch_and_its_estimate(
     )
     add_checks(version, ("answer_critical", "valuable", "context", "valuable"))
     client.force_login(root)
-    # The page's own queries and the estimate's (judge_scope reads responses, final versions,
-    # their sizes and the judge's counts as sets, then the earlier verdicts whose keys would be
+    # The page's own queries (the releases for its selector: none here, so the working draft),
+    # the estimate's (the draft's final versions, then judge_scope reads responses, their
+    # sizes and the judge's counts as sets, then the earlier verdicts whose keys would be
     # copied), and the graded audit pairs (none here): a constant, whatever the number of
     # responses.
-    with django_assert_num_queries(19):
+    with django_assert_num_queries(20):
         response = client.get(reverse("leaderboard"), {"judge": llm_judge.name})
     body = response.content.decode()
     section = re.search(
