@@ -21,10 +21,19 @@ from django.db.models import Count, F, FilteredRelation, Q
 from django.urls import reverse
 
 from annotation.models import FinalQuestion
-from rubrics.models import RubricCheck
+from rubrics.models import RubricCheck, RubricVersion
 from rubrics.services import final_version, final_version_ids
 
-from ..models import EvaluatedModel, Judge, Response, Setting, Verdict, VerdictValue
+from ..models import (
+    EvaluatedModel,
+    Judge,
+    Release,
+    ReleaseQuestion,
+    Response,
+    Setting,
+    Verdict,
+    VerdictValue,
+)
 from ..verdicts.scoring import VERDICTS, ScoringError, ScoringSettings, response_score
 from ..verdicts.services import scoring_settings
 from . import analysis
@@ -65,11 +74,17 @@ def _paired_cost(boards: dict, model: str) -> Paired | None:
     return paired(model, model, text_only, multimodal)
 
 
-def settings_report(judge: Judge, *, scoring: ScoringSettings | None = None) -> dict:
+def settings_report(
+    judge: Judge, *, scoring: ScoringSettings | None = None, release: Release | None = None
+) -> dict:
     """Per model, the Gamut x100 of both settings under one judge and the cost of visual
-    identification (text-only minus multimodal)."""
+    identification (text-only minus multimodal), over `release`'s questions (None: the working
+    draft)."""
     scoring = scoring or scoring_settings()
-    boards = {s: leaderboard(judge=judge, setting=s, settings=scoring) for s in Setting.values}
+    boards = {
+        s: leaderboard(judge=judge, setting=s, settings=scoring, release=release)
+        for s in Setting.values
+    }
     rows = {s: {r.model: r for r in board.rows} for s, board in boards.items()}
     gaps = analysis.setting_gaps(
         {m: r.gamut for m, r in rows[Setting.MULTIMODAL].items()},
@@ -124,19 +139,32 @@ def _own_models(judges: list[Judge]) -> dict[str, list[str]]:
     )
 
 
-def verdict_pairs(*, judge_a: Judge, judge_b: Judge, setting: str) -> list[tuple[str, str, int]]:
+def verdict_pairs(
+    *, judge_a: Judge, judge_b: Judge, setting: str, release: Release | None = None
+) -> list[tuple[str, str, int]]:
     """(verdict of A, verdict of B, count) over the (response, check) pairs both judges judged,
     in the setting, on the checks of each non-dropped question's final rubric version (the ones
-    scores use; the same check row means the same version). One query: A's verdicts joined to
+    scores use; the same check row means the same version), or of the versions `release`
+    froze. One query: A's verdicts joined to
     B's on the same response and check row (1.5 s for the 880,000 pairs of one setting at full
     size on SQLite; a correlated subquery for B's verdict took 3 to 4 s)."""
+    if release is None:
+        scope = Q(
+            response__question__dropped_at__isnull=True,
+            check_row__version_id__in=final_version_ids(),
+        )
+    else:
+        scope = Q(
+            check_row__version_id__in=ReleaseQuestion.objects.filter(release=release).values(
+                "version_id"
+            )
+        )
     rows = (
         Verdict.objects.filter(
+            scope,
             judge=judge_a,
             response__setting=setting,
-            response__question__dropped_at__isnull=True,
             check_row__deleted_at__isnull=True,
-            check_row__version_id__in=final_version_ids(),
         )
         .annotate(
             other=FilteredRelation(
@@ -160,15 +188,17 @@ def judges_report(
     judge_a: Judge | None = None,
     judge_b: Judge | None = None,
     scoring: ScoringSettings | None = None,
+    release: Release | None = None,
 ) -> dict:
     """Every judge's scores of every model in one setting, and what follows from comparing
-    them; the verdict confusion of judges A and B (by default the first two by name)."""
+    them; the verdict confusion of judges A and B (by default the first two by name). Over
+    `release`'s questions, None: the working draft."""
     scoring = scoring or scoring_settings()
     judges = list(Judge.objects.select_related("llm_model").order_by("name"))
     names = [j.name for j in judges]
     scores: dict[str, dict[str, float | None]] = {}
     for judge in judges:
-        board = leaderboard(judge=judge, setting=setting, settings=scoring)
+        board = leaderboard(judge=judge, setting=setting, settings=scoring, release=release)
         scores[judge.name] = {r.model: r.gamut for r in board.rows}
     models = sorted({m for per in scores.values() for m in per})
     spreads = {s.model: s for s in analysis.largest_differences(scores)}
@@ -233,7 +263,7 @@ def judges_report(
         judge_a, judge_b = judges[0], judges[1]
     if judge_a is not None and judge_b is not None:
         matrix = analysis.confusion(
-            verdict_pairs(judge_a=judge_a, judge_b=judge_b, setting=setting)
+            verdict_pairs(judge_a=judge_a, judge_b=judge_b, setting=setting, release=release)
         )
         report["confusion"] = {"judge_a": judge_a.name, "judge_b": judge_b.name, **matrix.as_dict()}
         for key in ("agreement", "kappa"):
@@ -319,15 +349,21 @@ def _response_outcome(
 
 
 def question_report(
-    question: FinalQuestion, *, image_url: str, scoring: ScoringSettings | None = None
+    question: FinalQuestion,
+    *,
+    image_url: str,
+    scoring: ScoringSettings | None = None,
+    version: RubricVersion | None = None,
 ) -> dict:
-    """One question: its checks in the final rubric version (with tier, provenance and
-    evidence), each model's response per setting, and each judge's verdict and rationale per
-    check, with the response's Gamut x100 under each judge. Five queries (and one for the
-    benchmark's scoring settings unless given) whatever the number of models, judges and checks."""
+    """One question: its checks in the final rubric version, or in `version` (a release's),
+    with tier, provenance and evidence; each model's response per setting, and each judge's
+    verdict and rationale per check, with the response's Gamut x100 under each judge. Five
+    queries (four with `version`, and one for the benchmark's scoring settings unless given)
+    whatever the number of models, judges and checks."""
     scoring = scoring or scoring_settings()
-    rubric = getattr(question, "rubric", None)
-    version = final_version(rubric) if rubric else None
+    if version is None:
+        rubric = getattr(question, "rubric", None)
+        version = final_version(rubric) if rubric else None
     checks = (
         list(
             RubricCheck.objects.filter(version=version, deleted_at__isnull=True).order_by(
