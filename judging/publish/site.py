@@ -110,10 +110,14 @@ class FolderWriter(Writer):
 
 def file_names(names: Iterable[str]) -> dict[str, str]:
     """A file name (no extension) for each name: lower case letters, digits, '.', '_' and '-',
-    the rest as '-'. Names that would share one (or give none) get 8 hex digits of their
-    SHA-256 after it, so the answer does not depend on the names' order."""
+    the rest as '-', never two dots in a row nor one at either end. Names that would share one
+    (or give none) get 8 hex digits of their SHA-256 after it, so the answer does not depend on
+    the names' order."""
     names = sorted(set(names))
-    base = {n: re.sub(r"[^a-z0-9._-]+", "-", n.lower()).strip("-.") for n in names}
+    base = {
+        n: re.sub(r"\.{2,}", ".", re.sub(r"[^a-z0-9._-]+", "-", n.lower())).strip("-.")
+        for n in names
+    }
     taken = Counter(base.values())
     out = {}
     for n in names:
@@ -250,7 +254,7 @@ class Site:
     def steps(self) -> Iterator[None]:
         """Compute and emit the site, pausing (yield) after each piece of work."""
         release = self.release
-        rows = list(release_questions(release).select_related("image"))
+        rows = list(release_questions(release).select_related("image", "version"))
         judges = list(Judge.objects.select_related("llm_model").order_by("name"))
         self.judge_files = file_names(j.name for j in judges)
         self.question_files = file_names(r.source_id for r in rows)
