@@ -171,3 +171,44 @@ def test_axe_finds_nothing_serious_on_any_kind_of_page(site, offline):
     page.evaluate("() => document.querySelector('main').append(document.createElement('img'))")
     assert any("image-alt" in v for v in page.evaluate(RUN_AXE_FROM_DISK))
     assert asked == [] and errors == []
+
+
+def test_the_demos_release_from_disk(offline, tmp_path, capsys):
+    """`make run`'s demo release, published as the command does it, read from disk: its board
+    shows the demo models' scores (the release's boards), its question page says why the demo
+    photo is left out, and axe finds nothing serious."""
+    from django.core.management import call_command
+    from playwright.sync_api import expect
+
+    from judging.demo import DEMO_RELEASE
+    from judging.models import Judge
+    from judging.releases.scores import release_board
+    from judging.releases.selectors import release_named
+
+    call_command("load_demo")
+    call_command("publish_leaderboard", "--release", DEMO_RELEASE, str(tmp_path / "demo"))
+    capsys.readouterr()
+    release = release_named(DEMO_RELEASE)
+    site = tmp_path / "demo"
+    page, asked, errors = offline
+    source = axe_source()
+    page.goto(site.joinpath("index.html").as_uri())
+    expect(page.get_by_role("heading", level=1)).to_contain_text(DEMO_RELEASE)
+    judge = Judge.objects.order_by("name").first()
+    board = release_board(release, judge=judge, setting="multimodal", estimate=False).board
+    assert board.rows
+    page.get_by_role("link", name=f"{judge.name}, multimodal").first.click()
+    table = page.get_by_role("table", name=re.compile("Each model's Gamut"))
+    for row in board.rows:
+        line = table.locator("tbody tr").filter(has=page.get_by_role("rowheader", name=row.model))
+        expect(line.locator("td").nth(1)).to_have_text(f"{row.gamut:.1f}")
+    page.evaluate(source)
+    assert page.evaluate(RUN_AXE_FROM_DISK) == []
+    page.goto(site.joinpath("questions.html").as_uri())
+    page.locator("table.data tbody th a").first.click()
+    expect(page.locator(".withheld")).to_have_text(
+        "No licence was recorded for this photo, so it is not included."
+    )
+    page.evaluate(source)
+    assert page.evaluate(RUN_AXE_FROM_DISK) == []
+    assert asked == [] and errors == []

@@ -21,7 +21,7 @@ from django.db.models import Count, F, FilteredRelation, Q
 from django.urls import reverse
 
 from annotation.models import FinalQuestion
-from rubrics.models import RubricCheck, RubricVersion
+from rubrics.models import RubricCheck
 from rubrics.services import final_version, final_version_ids
 
 from ..models import (
@@ -353,17 +353,26 @@ def question_report(
     *,
     image_url: str,
     scoring: ScoringSettings | None = None,
-    version: RubricVersion | None = None,
+    release: Release | None = None,
 ) -> dict:
-    """One question: its checks in the final rubric version, or in `version` (a release's),
-    with tier, provenance and evidence; each model's response per setting, and each judge's
-    verdict and rationale per check, with the response's Gamut x100 under each judge. Five
-    queries (four with `version`, and one for the benchmark's scoring settings unless given)
-    whatever the number of models, judges and checks."""
-    scoring = scoring or scoring_settings()
-    if version is None:
+    """One question: its checks in the rubric version scored (the final one, or the one
+    `release` froze, with the question's wording as frozen), with tier, provenance and
+    evidence, each model's response per setting, and each judge's verdict and rationale per
+    check, with the response's Gamut x100 under each judge. Five queries (and one for the
+    benchmark's scoring settings unless given or frozen by the release) whatever the number of
+    models, judges and checks. Raises ReleaseQuestion.DoesNotExist when the release does not
+    hold the question."""
+    frozen = None
+    if release is None:
         rubric = getattr(question, "rubric", None)
         version = final_version(rubric) if rubric else None
+        scoring = scoring or scoring_settings()
+    else:
+        frozen = ReleaseQuestion.objects.select_related("version").get(
+            release=release, question=question
+        )
+        version = frozen.version
+        scoring = scoring or release.scoring_settings()
     checks = (
         list(
             RubricCheck.objects.filter(version=version, deleted_at__isnull=True).order_by(
@@ -382,19 +391,25 @@ def question_report(
         if version
         else {}
     )
-    judges = [j.name for j in Judge.objects.order_by("name")]
+    names = dict(Judge.objects.order_by("name").values_list("id", "name"))
+    judges = list(names.values())
     responses = list(
         Response.objects.filter(question=question)
         .select_related("model")
         .order_by("setting", "model__name")
     )
-    # response id -> check id -> judge name -> verdict
-    by_response: dict[int, dict[int, dict[str, Verdict]]] = defaultdict(dict)
+    # response id -> check id -> judge name -> {verdict, rationale}. Rows, not model instances:
+    # a question has a thousand verdicts at full size (28 responses x 35 checks), and building
+    # a Verdict and a Judge for each was most of the report's time (publishing reads them all).
+    by_response: dict[int, dict[int, dict[str, dict[str, str]]]] = defaultdict(dict)
     if checks:
-        for v in Verdict.objects.filter(
+        for response_id, check_id, judge_id, verdict, rationale in Verdict.objects.filter(
             response__question=question, check_row__in=checks
-        ).select_related("judge"):
-            by_response[v.response_id].setdefault(v.check_row_id, {})[v.judge.name] = v
+        ).values_list("response_id", "check_row_id", "judge_id", "verdict", "rationale"):
+            by_response[response_id].setdefault(check_id, {})[names[judge_id]] = {
+                "verdict": verdict,
+                "rationale": rationale,
+            }
     check_rows = [
         {
             "check_id": c.check_id,
@@ -424,13 +439,7 @@ def question_report(
         per_check = []
         for c in checks:
             given = verdicts.get(c.pk, {})
-            per_check.append(
-                {
-                    j: {"verdict": given[j].verdict, "rationale": given[j].rationale}
-                    for j in judges
-                    if j in given
-                }
-            )
+            per_check.append({j: given[j] for j in judges if j in given})
         outcomes = {}
         for j in judges:
             judged = [(v[j]["verdict"], t) for v, t in zip(per_check, tiers, strict=True) if j in v]
@@ -452,12 +461,13 @@ def question_report(
             }
         )
     image = question.image
+    as_scored = frozen or image  # a release's wording, entity, domain and popularity as frozen
     return {
         "source_id": image.source_id,
-        "question": question.text,
-        "entity": image.entity,
-        "domain": image.domain,
-        "popularity": image.popularity,
+        "question": frozen.text if frozen else question.text,
+        "entity": as_scored.entity,
+        "domain": as_scored.domain,
+        "popularity": as_scored.popularity,
         "image_url": image_url,
         "dropped": question.dropped_at is not None,
         "rubric_version": ({"id": version.pk, "stage": version.stage} if version else None),

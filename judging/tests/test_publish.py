@@ -284,9 +284,9 @@ def test_the_download(world, client, root, alice, django_assert_num_queries):
     assert client.post(url).status_code == 405
     assert client.get(url, {"release": "v9"}).status_code == 404
     # 64 whatever the number of questions (the session, the release, its questions, the judges,
-    # and the boards: the release's, the settings' and the judges' comparisons), and 4 for each
-    # question (its checks, the judges, its responses, their verdicts).
-    with django_assert_num_queries(64 + 4 * 4):
+    # and the boards: the release's, the settings' and the judges' comparisons), and 5 for each
+    # question (its frozen row, its checks, the judges, its responses, their verdicts).
+    with django_assert_num_queries(64 + 5 * 4):
         response = client.get(url, {"release": "v1.0"})
         blob = b"".join(response.streaming_content)
     assert response["Content-Type"] == "application/zip"
@@ -299,11 +299,14 @@ def test_the_download(world, client, root, alice, django_assert_num_queries):
     assert latest["Content-Disposition"] == 'attachment; filename="gamut-v1.1.zip"'
 
 
-def test_the_leaderboard_page_offers_the_download(world, client, root):
+def test_the_leaderboard_and_release_pages_offer_the_download(world, client, root):
     client.force_login(root)
     page = client.get(reverse("leaderboard")).content.decode()
     assert f'href="{reverse("leaderboard_publish")}"' in page
     assert "as a static site" in page
+    create_release("v1.0 (demo)")
+    page = client.get(reverse("release", args=["v1.0 (demo)"])).content.decode()
+    assert f'href="{reverse("leaderboard_publish")}?release=v1.0%20%28demo%29"' in page
 
 
 def test_files_are_handed_on_question_by_question(world):
