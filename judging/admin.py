@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.utils import timezone
 
-from .models import EvaluatedModel, Judge, Release, ReleaseQuestion, ScoringConfig
+from .models import EvaluatedModel, Judge, Release, ScoringConfig
 
 
 @admin.register(EvaluatedModel)
@@ -41,25 +41,11 @@ class ScoringConfigAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
 
 
-class ReleaseQuestionInline(admin.TabularInline):
-    model = ReleaseQuestion
-    fields = ["source_id", "text", "domain", "popularity", "stage", "n_checks", "licence"]
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    show_change_link = False
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-
 @admin.register(Release)
 class ReleaseAdmin(admin.ModelAdmin):
     """Releases, to read: a release never changes. Cut one at /releases/ or with
-    `manage.py release create`."""
+    `manage.py release create`. Its questions are listed on /releases/<name>/ (thousands of
+    rows: no inline here)."""
 
     list_display = ["name", "created_at", "created_by", "content_hash"]
     readonly_fields = [
@@ -75,7 +61,6 @@ class ReleaseAdmin(admin.ModelAdmin):
         "weight_context",
         "domains",
     ]
-    inlines = [ReleaseQuestionInline]
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -182,3 +182,19 @@ def test_the_api(root, judge, benchmark):
     ):
         refused = api.get("/api/releases/diff/", query)
         assert refused.status_code == 400 and refused.json()["field"] == field
+
+
+def test_the_admin_reads_a_release_and_changes_nothing(client, benchmark):
+    from django.contrib.auth.models import User
+
+    boss = User.objects.create_superuser("boss", password="x")
+    client.force_login(boss)
+    release = Release.objects.get(name="v1")
+    url = reverse("admin:judging_release_change", args=[release.pk])
+    page = client.get(url)
+    assert page.status_code == 200 and release.content_hash in page.content.decode()
+    assert client.post(url, {"name": "v9", "notes": "x"}).status_code == 403
+    assert client.get(reverse("admin:judging_release_add")).status_code == 403
+    delete = reverse("admin:judging_release_delete", args=[release.pk])
+    assert client.post(delete, {"post": "yes"}).status_code == 403
+    assert Release.objects.get().name == "v1"
