@@ -419,19 +419,25 @@ def question_report(
         if version
         else {}
     )
-    judges = [j.name for j in Judge.objects.order_by("name")]
+    names = dict(Judge.objects.order_by("name").values_list("id", "name"))
+    judges = list(names.values())
     responses = list(
         Response.objects.filter(question=question)
         .select_related("model")
         .order_by("setting", "model__name")
     )
-    # response id -> check id -> judge name -> verdict
-    by_response: dict[int, dict[int, dict[str, Verdict]]] = defaultdict(dict)
+    # response id -> check id -> judge name -> {verdict, rationale}. Rows, not model instances:
+    # a question has a thousand verdicts at full size (28 responses x 35 checks), and building
+    # a Verdict and a Judge for each was most of the report's time (publishing reads them all).
+    by_response: dict[int, dict[int, dict[str, dict[str, str]]]] = defaultdict(dict)
     if checks:
-        for v in Verdict.objects.filter(
+        for response_id, check_id, judge_id, verdict, rationale in Verdict.objects.filter(
             response__question=question, check_row__in=checks
-        ).select_related("judge"):
-            by_response[v.response_id].setdefault(v.check_row_id, {})[v.judge.name] = v
+        ).values_list("response_id", "check_row_id", "judge_id", "verdict", "rationale"):
+            by_response[response_id].setdefault(check_id, {})[names[judge_id]] = {
+                "verdict": verdict,
+                "rationale": rationale,
+            }
     check_rows = [
         {
             "check_id": c.check_id,
@@ -461,13 +467,7 @@ def question_report(
         per_check = []
         for c in checks:
             given = verdicts.get(c.pk, {})
-            per_check.append(
-                {
-                    j: {"verdict": given[j].verdict, "rationale": given[j].rationale}
-                    for j in judges
-                    if j in given
-                }
-            )
+            per_check.append({j: given[j] for j in judges if j in given})
         outcomes = {}
         for j in judges:
             judged = [(v[j]["verdict"], t) for v, t in zip(per_check, tiers, strict=True) if j in v]
