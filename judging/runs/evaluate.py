@@ -193,6 +193,10 @@ class Quota:
     tokens_per_minute: int
     seconds: float | None  # None: no limit configured, so no quota bounds it
 
+    @property
+    def time_words(self) -> str:
+        return duration(self.seconds)
+
 
 @dataclass(frozen=True)
 class EvaluateEstimate:
@@ -205,6 +209,10 @@ class EvaluateEstimate:
     steps: list[Step]
     quotas: list[Quota]
     note: str
+
+    @property
+    def time_words(self) -> str:
+        return duration(self.seconds)
 
 
 @dataclass(frozen=True)

@@ -330,6 +330,7 @@ def test_judges_are_asked_in_parallel_per_item_and_each_keeps_its_verdicts(bench
     for response in Response.objects.filter(model__name__in=["model-a", "model-b"]):
         for check in final_checks(response.question):
             verdict_record(judge=second, response=response, check=check, verdict="meets")
+
     # judge-q's provider fails for good: judge-g's verdicts stay.
     def respond(recorded: Recorded) -> Reply:
         if recorded.protocol.startswith("openai") and is_judge_call(recorded):
