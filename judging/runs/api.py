@@ -211,7 +211,7 @@ class EvaluateSerializer(serializers.Serializer):
 
 
 class EvaluateStepSerializer(serializers.Serializer):
-    step = serializers.ChoiceField(choices=["collect", "judge"])
+    step = serializers.CharField(help_text="collect (the answers) or judge (one judge's verdicts)")
     who = serializers.CharField(help_text="the evaluated model (collect) or the judge")
     setting = serializers.ChoiceField(choices=Setting.values)
     model = serializers.CharField(help_text="the LLM model it calls")
@@ -297,7 +297,9 @@ class EvaluationSerializer(serializers.Serializer):
     job = JobSerializer(help_text="as GET /api/jobs/{id}/ shows it")
     model = serializers.CharField()
     release = serializers.CharField()
-    settings = serializers.ListField(child=serializers.ChoiceField(choices=Setting.values))
+    settings = serializers.ListField(
+        child=serializers.CharField(), help_text="multimodal and/or text_only"
+    )
     judges = serializers.ListField(child=serializers.CharField())
     steps = StepProgressSerializer(many=True)
     result = EvaluateRowSerializer(

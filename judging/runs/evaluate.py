@@ -387,8 +387,8 @@ def evaluate_estimate(plan: EvaluatePlan, *, fresh: bool = False) -> EvaluateEst
         )
     if unbounded:
         notes.append(
-            f"No per-minute limit is set for {_names(unbounded)}: its share of the time depends "
-            "on how fast it answers and how many workers run."
+            f"No per-minute limit is set for {_names(unbounded)}: the time spent there "
+            "depends on how fast the model answers and how many workers run."
         )
     return EvaluateEstimate(
         items=len(scope.items),

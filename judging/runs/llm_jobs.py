@@ -18,6 +18,11 @@ verdict without a call, unless the job asks for fresh calls. A re-tiered check, 
 question or another judge model is a new prompt, so it is judged anew. A call that fails for good
 is recorded as a `failed` verdict (counted and shown, never scored) and fails the item with its
 reason; retrying the job's failed items calls again for those checks only.
+
+`judging.evaluate` (payload: question_id, setting, version_id; params: the evaluated model, the
+judges, the prompts' versions): both in one item, for one question of a release in one setting:
+the answer (collected when the model has none), then each judge's verdicts on it on the
+release's rubric version. judging/runs/evaluate.py plans, estimates and launches it.
 """
 
 from __future__ import annotations

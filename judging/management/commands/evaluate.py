@@ -82,10 +82,15 @@ def result_lines(plan: EvaluatePlan, results: list[ResultRow]) -> list[str]:
         )
         for n in result.neighbours:
             told = "told apart" if n.significant else "not told apart"
+            interval = (
+                f"({_signed(n.low)} to {_signed(n.high)})"
+                if n.low is not None
+                else "(no interval from one question)"
+            )
             lines.append(
-                f"    vs {n.model} (rank {n.rank}): {_signed(n.difference)} "
-                f"({_signed(n.low)} to {_signed(n.high)}) over {n.questions} shared "
-                f"questions, {told}" + (f" (Holm p {n.p_holm:.3f})" if n.p_holm is not None else "")
+                f"    vs {n.model} (rank {n.rank}): {_signed(n.difference)} {interval} over "
+                f"{n.questions} shared question{'' if n.questions == 1 else 's'}, {told}"
+                + (f" (Holm p {n.p_holm:.3f})" if n.p_holm is not None else "")
             )
         if not result.neighbours:
             lines.append("    no other model is ranked on this board")
