@@ -21,6 +21,8 @@ from judging.checks import api as checks_api
 from judging.checks import views as checks_views
 from judging.leaderboard import api as leaderboard_api
 from judging.leaderboard import views as leaderboard_views
+from judging.releases import api as releases_api
+from judging.releases import views as releases_views
 from judging.runs import api as runs_api
 from judging.runs import views as runs_views
 from judging.spot_checks import api as spot_checks_api
@@ -121,6 +123,10 @@ urlpatterns = [
     path("jobs/<int:job_id>/items/<int:item_id>/", llm_views.job_item, name="job_item"),
     path("prompts/", llm_views.prompt_list, name="prompts"),
     path("leaderboard/", leaderboard_views.leaderboard_page, name="leaderboard"),
+    path("releases/", releases_views.releases_page, name="releases"),
+    path("releases/cut/", releases_views.release_cut, name="release_cut"),
+    path("releases/diff/", releases_views.release_diff_page, name="release_diff"),
+    path("releases/<str:name>/", releases_views.release_page, name="release"),
     path("judging/runs/", runs_views.runs_page, name="judging_runs"),
     path("judging/runs/estimate/", runs_views.runs_estimate, name="judging_runs_estimate"),
     path("judging/runs/launch/", runs_views.runs_launch, name="judging_runs_launch"),
@@ -192,6 +198,9 @@ urlpatterns = [
     ),
     path("api/benchmark/export/", rubrics_api.benchmark_export, name="api_benchmark_export"),
     path("api/leaderboard/", leaderboard_api.leaderboard_detail, name="api_leaderboard"),
+    path("api/releases/", releases_api.release_list, name="api_releases"),
+    path("api/releases/diff/", releases_api.release_diff_detail, name="api_release_diff"),
+    path("api/releases/<str:name>/", releases_api.release_detail, name="api_release"),
     path("api/checks/flagged/", checks_api.flagged_checks, name="api_flagged_checks"),
     path(
         "api/spot-checks/agreement/",

@@ -77,3 +77,28 @@ def demo_judging() -> bool:
                     ],
                 )
     return True
+
+
+DEMO_RELEASE = "v1.0 (demo)"
+
+
+def demo_release() -> str | None:
+    """The demo release, cut from the demo data once it has a judged question (so the release
+    pages show one): its name, or None when it exists already or there is nothing to release.
+    Idempotent."""
+    from django.contrib.auth.models import User
+
+    from .models import Release
+    from .releases.services import ReleaseError, create_release
+
+    if Release.objects.filter(name=DEMO_RELEASE).exists():
+        return None
+    try:
+        create_release(
+            DEMO_RELEASE,
+            "Demo release, cut by load_demo from the demo data (demo questions, demo rubric).",
+            by=User.objects.filter(username="admin").first(),
+        )
+    except ReleaseError:
+        return None
+    return DEMO_RELEASE

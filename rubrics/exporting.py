@@ -14,6 +14,12 @@
     images/         the photos, named as gamut.jsonl names them
     manifest.json   format and version, counts, each file's SHA-256, and the content hash
 
+With a release (`collect(release)`, `export_benchmark --release NAME`), exactly what the
+release froze: its questions (dropped since or not) on its rubric versions, with the question
+text, entity, domain, popularity and image source as the release holds them; the manifest
+names the release and its content hash ("release": {"name", "content_hash"}), and the scoring
+settings of the Hugging Face layout are the release's.
+
 Two exports of the same state are byte-identical: no timestamps, sorted keys, fixed separators,
 "\\n" line ends, lines sorted by source id in code-point order (not by a database collation).
 The content hash is the SHA-256 of the lines "<sha256 of the file>  <path>\\n" of every file
@@ -78,6 +84,7 @@ class Entry:
     version: RubricVersion
     checks: list[RubricCheck] = field(default_factory=list)
     image_name: str = ""  # its path inside the export
+    frozen: Any = None  # the judging.models.ReleaseQuestion it comes from, in a release export
 
 
 @dataclass
@@ -85,14 +92,16 @@ class Contents:
     entries: list[Entry]
     dropped: int
     without_rubric: int
+    release: Any = None  # the judging.models.Release exported, or None: the current state
 
 
 def _questions() -> QuerySet[FinalQuestion]:
     return FinalQuestion.objects.select_related("image__import_batch", "rubric")
 
 
-def collect() -> Contents:
-    """Every question of the benchmark with its final version and that version's live checks.
+def collect(release: Any = None) -> Contents:
+    """Every question of the benchmark with its final version and that version's live checks
+    (or, given a judging.models.Release, every question it holds on the version it froze).
 
     One query per rubric for its final version (services.final_version is what decides it) and
     one per 500 versions for the checks. A frozen version's checks never change, so reading
@@ -100,7 +109,12 @@ def collect() -> Contents:
     write lock for the whole read)."""
     entries: list[Entry] = []
     dropped = without_rubric = 0
-    for question in _questions():
+    if release is not None:
+        for row in release.questions.select_related(
+            "question__image__import_batch", "question__rubric", "version"
+        ):
+            entries.append(Entry(row.question, row.version, frozen=row))
+    for question in _questions() if release is None else []:
         if question.dropped_at is not None:
             dropped += 1
             continue
@@ -120,7 +134,7 @@ def collect() -> Contents:
         for row in rows:
             by_version[row.version_id].checks.append(row)
     _name_images(entries)
-    return Contents(entries, dropped, without_rubric)
+    return Contents(entries, dropped, without_rubric, release)
 
 
 def _name_images(entries: list[Entry]) -> None:
@@ -165,13 +179,14 @@ def record(entry: Entry) -> dict[str, Any]:
     """The gamut.jsonl object of one question."""
     question, image, version = entry.question, entry.question.image, entry.version
     snippets = {s["id"]: s for s in version.meta_rubric.get("snippets", [])}
+    shown = entry.frozen or image  # a release's frozen values, or the image's as they are
     return {
         "id": image.source_id,
         "image": entry.image_name,
-        "entity": image.entity,
-        "domain": image.domain,
-        "popularity": image.popularity,
-        "question": question.text,
+        "entity": shown.entity,
+        "domain": shown.domain,
+        "popularity": shown.popularity,
+        "question": entry.frozen.text if entry.frozen else question.text,
         "meta_rubric": version.meta_rubric,
         "checks": [_check(row, snippets, image.source_id) for row in entry.checks],
         "rubric_stage": version.stage,
@@ -307,6 +322,12 @@ def _sources(contents: Contents) -> list[dict[str, Any]]:
     import records them on its batch): whoever re-uses the export must honour them."""
     counts: Counter = Counter()
     for entry in contents.entries:
+        frozen = entry.frozen
+        if frozen is not None:
+            if frozen.source:
+                key = (frozen.source, frozen.source_split, frozen.source_revision, frozen.licence)
+                counts[key] += 1
+            continue
         batch = entry.question.image.import_batch
         if batch is not None and batch.dataset:
             counts[(batch.dataset, batch.split, batch.revision, batch.license)] += 1
@@ -321,7 +342,14 @@ def _manifest(contents: Contents, files: dict[str, str]) -> dict[str, Any]:
     tiers = Counter(row.tier for row in checks)
     stages = Counter(entry.version.stage for entry in contents.entries)
     listing = "".join(f"{files[name]}  {name}\n" for name in sorted(files))
+    release = contents.release
+    named = (
+        {"release": {"name": release.name, "content_hash": release.content_hash}}
+        if release is not None
+        else {}
+    )
     return {
+        **named,
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "counts": {

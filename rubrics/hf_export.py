@@ -162,15 +162,16 @@ def _file_chunks(path: Path):
             yield chunk
 
 
-def inspect_config() -> dict[str, Any]:
-    """What the exported task needs of the platform: its prompts and scoring settings."""
+def inspect_config(release: Any = None) -> dict[str, Any]:
+    """What the exported task needs of the platform: its prompts and scoring settings (a
+    release's frozen ones when a release is exported)."""
     from judging.models import Setting
     from judging.runs.llm_jobs import ANSWER_PROMPT, judge_template
     from judging.verdicts.services import scoring_settings
     from llm.prompts import load_prompt
 
     head, middle, tail = judge_template().parts()
-    scoring = scoring_settings()
+    scoring = release.scoring_settings() if release is not None else scoring_settings()
     return {
         "answer_prompts": {
             setting.value: load_prompt(ANSWER_PROMPT[setting]).text for setting in Setting
@@ -205,6 +206,14 @@ def _card(manifest: dict[str, Any]) -> bytes:
             "features": features(),
             "splits": [{"name": "test", "num_examples": counts["questions"]}],
         },
+        **(
+            {
+                "gamut_release": manifest["release"]["name"],
+                "gamut_release_hash": manifest["release"]["content_hash"],
+            }
+            if "release" in manifest
+            else {}
+        ),
         "gamut_content_hash": manifest["content_hash"],
         "gamut_sources": sources,
     }
@@ -214,9 +223,15 @@ def _card(manifest: dict[str, Any]) -> bytes:
         f"{s['license'] or 'unknown'}: {s['questions']} questions\n"
         for s in sources
     )
+    release = manifest.get("release")
+    named = (
+        f"Release {release['name']} (release hash `{release['content_hash']}`).\n\n"
+        if release
+        else ""
+    )
     body = f"""# GAMUT
 
-{counts["questions"]} everyday photos, one open-ended research question each, and a rubric of
+{named}{counts["questions"]} everyday photos, one open-ended research question each, and a rubric of
 binary checks per question ({counts["checks"]} checks: {tiers}). A judge grades an answer
 against each check independently (meets, partially_meets, missing, contradicts); tier scores
 and the Gamut score follow the method (see `gamut_inspect/config.json` for lambda, mu and the
@@ -293,7 +308,10 @@ def export_hf(
     finally:
         scratch.unlink(missing_ok=True)
     config = (
-        json.dumps(inspect_config(), ensure_ascii=False, sort_keys=True, indent=1).encode() + b"\n"
+        json.dumps(
+            inspect_config(contents.release), ensure_ascii=False, sort_keys=True, indent=1
+        ).encode()
+        + b"\n"
     )
     files[f"{PACKAGE}/config.json"] = _write(sink, f"{PACKAGE}/config.json", [config])
     for name, source in (

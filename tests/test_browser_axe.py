@@ -68,6 +68,9 @@ def demo_pages() -> list[str]:
         "/leaderboard/judges/",
         "/leaderboard/questions/",
         "/leaderboard/questions/demo-coffee/",
+        "/releases/",
+        "/releases/v1.0%20(demo)/",
+        "/releases/diff/?a=v1.0%20(demo)&b=draft",
         f"/review/{Candidate.objects.first().pk}/",  # a GET on a POST-only address: 405
         "/no-such-page/",
     ]

@@ -41,18 +41,29 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count
 
 from annotation.models import FinalQuestion
+from core.errors import InvalidInput
+from core.text import clean_text
 from rubrics.models import RubricCheck, RubricVersion
 
-from ..models import Release, ReleaseQuestion
+from ..models import RELEASE_NAME_MAX, RELEASE_NOTES_MAX, Release, ReleaseQuestion
 from ..verdicts.scoring import TIERS, ScoringSettings
 from ..verdicts.services import scoring_settings
 
 FORMAT = "gamut-release"
 FORMAT_VERSION = 1
+# Words the pages and commands use beside release names (/releases/diff/, "draft").
+RESERVED = ("cut", "diff", "draft")
 
 
-class ReleaseError(Exception):
-    """A release cannot be cut as asked; the message says why, for people."""
+class ReleaseError(InvalidInput):
+    """A release cannot be cut as asked (400); the message says why, for people, and `field`
+    names the input at fault when one is."""
+
+
+class ReleaseExists(ReleaseError):
+    """The name is taken (409): a release never changes, so a new one needs a new name."""
+
+    status = 409
 
 
 def canonical_json(value: Any) -> bytes:
@@ -216,14 +227,23 @@ def create_release(name: str, notes: str = "", by: Any = None) -> Release:
     """Cut a release of the current state (the module's docstring), in one transaction.
     Raises ReleaseError, in words for people, for a name that is taken or malformed, notes
     that are too long, or a state with no question to release."""
-    name = (name or "").strip()
-    notes = (notes or "").strip()
+    try:
+        name = clean_text(name, "The name", limit=RELEASE_NAME_MAX, multiline=False)
+        notes = clean_text(notes, "The notes", limit=RELEASE_NOTES_MAX)
+    except InvalidInput as exc:
+        raise ReleaseError(exc.message, "name" if "name" in exc.message else "notes") from exc
     if not name:
-        raise ReleaseError("Give the release a name, for example v1.0.")
-    if Release.objects.filter(name=name).exists():
+        raise ReleaseError("Give the release a name, for example v1.0.", "name")
+    if name.lower() in RESERVED:
         raise ReleaseError(
+            f"{name} names a page of the releases ({', '.join(RESERVED)}); choose another name.",
+            "name",
+        )
+    if Release.objects.filter(name=name).exists():
+        raise ReleaseExists(
             f"A release named {name} exists already; a release never changes, so give the "
-            "new one another name."
+            "new one another name.",
+            "name",
         )
     settings = scoring_settings()
     release = Release(
@@ -239,7 +259,7 @@ def create_release(name: str, notes: str = "", by: Any = None) -> Release:
     try:
         release.full_clean(exclude=["content_hash", "domains"])
     except ValidationError as exc:
-        raise ReleaseError(_plain(exc)) from exc
+        raise ReleaseError(_plain(exc), next(iter(exc.message_dict), None)) from exc
     with transaction.atomic():
         rows, versions, _without = _current_rows()
         if not rows:
@@ -254,8 +274,8 @@ def create_release(name: str, notes: str = "", by: Any = None) -> Release:
             with transaction.atomic():
                 release.save()
         except IntegrityError as exc:  # the same name, cut at the same moment
-            raise ReleaseError(
-                f"A release named {name} exists already; give the new one another name."
+            raise ReleaseExists(
+                f"A release named {name} exists already; give the new one another name.", "name"
             ) from exc
         for row in rows:
             row.release = release

@@ -17,7 +17,13 @@ from judging.releases.selectors import (
     release_versions,
     scope_questions,
 )
-from judging.releases.services import ReleaseError, create_release, stored_record, verify
+from judging.releases.services import (
+    ReleaseError,
+    ReleaseExists,
+    create_release,
+    stored_record,
+    verify,
+)
 from judging.tests.conftest import final_checks, make_question
 from judging.verdicts.services import verdict_record
 from rubrics.models import RubricVersion
@@ -133,11 +139,16 @@ def test_create_refuses_clearly():
         create_release("  ")
     with pytest.raises(ReleaseError, match="letters, digits"):
         create_release("v1/beta")
-    with pytest.raises(ReleaseError, match="at most 40"):
+    with pytest.raises(ReleaseError, match="The name is longer than 40 characters"):
         create_release("v" * 41)
+    with pytest.raises(ReleaseError, match="The notes is longer than 2000 characters"):
+        create_release("v1", "n" * 2001)
+    with pytest.raises(ReleaseError, match="The name may not contain U\\+000A"):
+        create_release("v1\nv2")
     create_release("v1")
-    with pytest.raises(ReleaseError, match="A release named v1 exists already"):
+    with pytest.raises(ReleaseExists, match="A release named v1 exists already") as refused:
         create_release("v1")
+    assert refused.value.status == 409 and refused.value.field == "name"
     assert Release.objects.count() == 1
 
 

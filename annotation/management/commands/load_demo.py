@@ -86,6 +86,9 @@ class Command(BaseCommand):
         )
         rubric = self._demo_rubric()
         judged = self._demo_judging()
+        from judging.demo import demo_release
+
+        released = demo_release()
         staged = self._demo_stages()
         drawn = self._demo_audits()
         from llm.demo import demo_llm_models
@@ -96,6 +99,7 @@ class Command(BaseCommand):
             f"created, {len(result.skipped)} image(s) already there"
             + ("; a demo rubric created" if rubric else "")
             + ("; demo answers and verdicts created" if judged else "")
+            + (f"; demo release {released} cut" if released else "")
             + (f"; demo reviews for the pipeline ({', '.join(staged)})" if staged else "")
             + (f"; {drawn} demo review(s) drawn for audit" if drawn else "")
             + (f"; demo LLM models ({', '.join(llm_models)})" if llm_models else "")

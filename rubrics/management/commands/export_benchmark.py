@@ -2,13 +2,14 @@
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, DjangoHelpFormatter
 from tqdm import tqdm
 
-from rubrics.exporting import ExportError, export_to_folder
+from rubrics.exporting import ExportError, collect, export, export_to_folder
 from rubrics.hf_export import export_hf
 
 
@@ -35,10 +36,15 @@ With --layout huggingface: a Hugging Face dataset folder instead, data/test-*.pa
 licence, content hash), gamut_inspect/ (an inspect_ai task: `inspect eval
 gamut_inspect/task.py`) and manifest.json.
 
-Two exports of the same state are byte-identical. OUT_DIR must be new or empty
-unless --force. The export is written beside OUT_DIR first and renamed into
-place at the end, so a failed export leaves OUT_DIR as it was. Exit status 2
-when the export cannot be made."""
+With --release NAME: exactly that release (manage.py release list), its questions
+on the rubric versions it froze, with its scoring settings; the manifest and the
+dataset card name the release and its hash.
+
+Two exports of the same state (or of the same release) are byte-identical.
+OUT_DIR must be new or empty unless --force. The export is written beside
+OUT_DIR first and renamed into place at the end, so a failed export leaves
+OUT_DIR as it was. Exit status 2 when the export cannot be made (or no release
+has that name)."""
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any):
         kwargs.setdefault("formatter_class", _HelpFormatter)
@@ -62,14 +68,39 @@ when the export cannot be made."""
             "README.md dataset card, gamut_inspect/ (an inspect_ai task) and manifest.json)",
         )
         parser.add_argument(
+            "--release",
+            metavar="NAME",
+            help="export this release (manage.py release list) rather than the current state",
+        )
+        parser.add_argument(
             "--progress",
             choices=["auto", "always", "never"],
             default="auto",
             help="progress bar on stderr (auto: when stderr is a terminal)",
         )
 
-    def handle(self, *args, out_dir: Path, force: bool, layout: str, progress: str, **options):
+    def handle(
+        self,
+        *args,
+        out_dir: Path,
+        force: bool,
+        layout: str,
+        progress: str,
+        release: str | None = None,
+        **options,
+    ):
         show = {"auto": sys.stderr.isatty(), "always": True, "never": False}[progress]
+        writer = export_hf if layout == "huggingface" else export
+        if release is not None:
+            from judging.releases.selectors import release_named
+
+            found = release_named(release)
+            if found is None:
+                raise CommandError(
+                    f"No release named {release}; manage.py release list shows them.",
+                    returncode=2,
+                )
+            writer = partial(writer, contents=collect(found))
         try:
             manifest = export_to_folder(
                 out_dir,
@@ -77,7 +108,7 @@ when the export cannot be made."""
                 progress=lambda items: tqdm(
                     items, desc="copying images", unit=" images", disable=not show, file=sys.stderr
                 ),
-                writer=export_hf if layout == "huggingface" else None,
+                writer=writer,
             )
         except ExportError as exc:
             raise CommandError(str(exc), returncode=2) from exc
@@ -93,6 +124,9 @@ when the export cannot be made."""
             f"left out: {left_out['dropped']} dropped question(s), "
             f"{left_out['without_rubric']} without a finished rubric"
         )
+        if "release" in manifest.data:
+            named = manifest.data["release"]
+            self.stdout.write(f"release {named['name']}, release hash {named['content_hash']}")
         self.stdout.write(
             self.style.SUCCESS(
                 f"exported {counts['questions']} question(s) and {counts['checks']} check(s) to "
