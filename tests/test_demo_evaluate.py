@@ -56,7 +56,9 @@ def evaluate(*args: str) -> str:
 def test_the_demo_evaluates_its_live_model_on_its_release(worker, capsys):
     release = release_named(RELEASE) or create_release(RELEASE, "the demo's release")
     # Only the demo's imported judges have scored it: the live judge must score it first.
-    with pytest.raises(CommandError, match=re.escape(f"{DEMO_JUDGE} never scored release {RELEASE}")):
+    with pytest.raises(
+        CommandError, match=re.escape(f"{DEMO_JUDGE} never scored release {RELEASE}")
+    ):
         evaluate(DEMO_EVALUATED_MODEL, "--release", RELEASE, "--judge", DEMO_JUDGE)
     with pytest.raises(CommandError, match="No judge that scored release .* calls a model"):
         evaluate(DEMO_EVALUATED_MODEL, "--release", RELEASE)
