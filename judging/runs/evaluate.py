@@ -221,9 +221,10 @@ class _Scope:
     steps: list[Step]
 
 
-def _scope(plan: EvaluatePlan, *, fresh: bool = False) -> _Scope:
+def _scope(plan: EvaluatePlan, *, fresh: bool = False, count_copies: bool = True) -> _Scope:
     """The (setting, question) pairs that lack an answer or a judge's verdicts, and the
-    calls each step would make (the copies by verdict key left out)."""
+    calls each step would make (the copies by verdict key left out, unless not counted: a
+    launch needs only the items)."""
     evaluated, release = plan.model, plan.release
     versions = release_versions(release)
     questions = list(
@@ -282,6 +283,7 @@ def _scope(plan: EvaluatePlan, *, fresh: bool = False) -> _Scope:
                 settings=[setting],
                 versions=versions,
                 fresh=fresh,
+                count_copies=count_copies,
             )
             ids = {p["response_id"] for _, p in found.items}
             lacking |= ids
@@ -405,7 +407,7 @@ def evaluate_estimate(plan: EvaluatePlan, *, fresh: bool = False) -> EvaluateEst
 
 def evaluate_launch(*, user: Any, plan: EvaluatePlan, fresh: bool = False) -> Job:
     """Launch the run as one job; raises JobError when nothing is left to do."""
-    scope = _scope(plan, fresh=fresh)
+    scope = _scope(plan, fresh=fresh, count_copies=False)
     if not scope.items:
         raise JobError(
             f"{plan.model.name} has every answer and every verdict on release "
