@@ -24,7 +24,7 @@ from .services import create_release
 
 ADMINS = access.role_required(access.ADMIN, message="Only admins read and cut releases.")
 ERRORS = dict.fromkeys((400, 401, 403, 404), ErrorSerializer)
-DRAFT = "draft"
+DRAFT_WORD = "draft"
 
 
 # "lambda" is a keyword, so the class is built with type(): its fields are the JSON's keys.
@@ -261,7 +261,7 @@ def release_diff_detail(request: Request) -> Response:
         name = request.query_params.get(param)
         if not name:
             raise InvalidInput(f'{param} is required: a release name, or "draft".', param)
-        scopes.append(None if name == DRAFT else _named(name, param))
+        scopes.append(None if name == DRAFT_WORD else _named(name, param))
     judges = None
     if "judge" in request.query_params:
         judge = Judge.objects.filter(name=request.query_params["judge"]).first()

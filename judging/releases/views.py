@@ -20,7 +20,7 @@ from .scores import release_board
 from .selectors import release_named, releases
 from .services import ReleaseError, create_release
 
-DRAFT = "draft"
+DRAFT_WORD = "draft"
 ADMINS = access.role_required(access.ADMIN, message="Only admins read and cut releases.")
 
 
@@ -109,7 +109,7 @@ def release_page(request: HttpRequest, name: str) -> HttpResponse:
 def _scope(request: HttpRequest, param: str, default: str) -> tuple[str, Release | None, str]:
     """(the name asked for, the release or None for the draft, a problem in words or "")."""
     name = request.GET.get(param, default)
-    if name == DRAFT:
+    if name == DRAFT_WORD:
         return name, None, ""
     found = release_named(name)
     return name, found, "" if found is not None else f"There is no release named {name}."
@@ -119,8 +119,8 @@ def _scope(request: HttpRequest, param: str, default: str) -> tuple[str, Release
 @require_GET
 def release_diff_page(request: HttpRequest) -> HttpResponse:
     names = [r.name for r in releases()]
-    a_name, a, problem_a = _scope(request, "a", names[1] if len(names) > 1 else DRAFT)
-    b_name, b, problem_b = _scope(request, "b", names[0] if len(names) > 1 else DRAFT)
+    a_name, a, problem_a = _scope(request, "a", names[1] if len(names) > 1 else DRAFT_WORD)
+    b_name, b, problem_b = _scope(request, "b", names[0] if len(names) > 1 else DRAFT_WORD)
     problems = [p for p in (problem_a, problem_b) if p]
     if not names:
         problems.append("No release yet: cut one to compare it with the working draft.")
