@@ -12,14 +12,14 @@ from playwright.sync_api import expect
 from llm.demo import DEMO_EVALUATED_MODEL, DEMO_JUDGE
 from llm.models import Job
 from tests.test_browser_axe import RUN_AXE, axe_source
-from tests.test_demo_evaluate import RELEASE, worker  # noqa: F401 (fixture)
-from tests.test_demo_pipeline import demo, launch_and_drain  # noqa: F401 (fixture)
+from tests.test_demo_evaluate import RELEASE, judged_by_the_worker, worker  # noqa: F401
+from tests.test_demo_pipeline import demo  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_evaluate_the_demo_model_from_the_runs_page(worker, root, log_in, screenshot):  # noqa: F811
-    launch_and_drain("judge", "--judge", DEMO_JUDGE)  # the live judge scores the release
+    judged_by_the_worker("judge", "--judge", DEMO_JUDGE)  # the live judge scores the release
     page = log_in("root").page
     page.goto("/judging/runs/")
     form = page.get_by_test_id("evaluate")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from io import StringIO
 
 import pytest
@@ -20,7 +21,7 @@ from judging.releases.services import create_release
 from llm import jobs
 from llm.demo import DEMO_EVALUATED_MODEL, DEMO_JUDGE
 from llm.models import Job
-from tests.test_demo_pipeline import demo, drain, launch_and_drain  # noqa: F401 (fixture)
+from tests.test_demo_pipeline import demo, drain, launch  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -47,6 +48,17 @@ def worker(demo):  # noqa: F811
     thread.join()
 
 
+def judged_by_the_worker(*args: str) -> Job:
+    """A job launched with launch_job, run to its end by the worker thread."""
+    job = launch(*args)
+    deadline = time.monotonic() + 60
+    while job.status in jobs.ACTIVE and time.monotonic() < deadline:
+        time.sleep(0.05)
+        job.refresh_from_db()
+    assert (job.status, job.items_failed) == ("done", 0)
+    return job
+
+
 def evaluate(*args: str) -> str:
     out = StringIO()
     call_command("evaluate", *args, stdout=out)
@@ -62,7 +74,7 @@ def test_the_demo_evaluates_its_live_model_on_its_release(worker, capsys):
         evaluate(DEMO_EVALUATED_MODEL, "--release", RELEASE, "--judge", DEMO_JUDGE)
     with pytest.raises(CommandError, match="No judge that scored release .* calls a model"):
         evaluate(DEMO_EVALUATED_MODEL, "--release", RELEASE)
-    launch_and_drain("judge", "--judge", DEMO_JUDGE)  # the demo models' answers, judged live
+    judged_by_the_worker("judge", "--judge", DEMO_JUDGE)  # the demo models' answers, live
 
     estimate = evaluate(DEMO_EVALUATED_MODEL, "--release", RELEASE, "--estimate-only")
     assert f"judges: {DEMO_JUDGE}" in estimate and "demo-answerer" in estimate
