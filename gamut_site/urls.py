@@ -142,6 +142,21 @@ urlpatterns = [
     path("judging/runs/", runs_views.runs_page, name="judging_runs"),
     path("judging/runs/estimate/", runs_views.runs_estimate, name="judging_runs_estimate"),
     path("judging/runs/launch/", runs_views.runs_launch, name="judging_runs_launch"),
+    path(
+        "judging/runs/evaluate/estimate/",
+        runs_views.evaluate_estimate_view,
+        name="judging_evaluate_estimate",
+    ),
+    path(
+        "judging/runs/evaluate/launch/",
+        runs_views.evaluate_launch_view,
+        name="judging_evaluate_launch",
+    ),
+    path(
+        "judging/runs/evaluate/<int:job_id>/",
+        runs_views.evaluation_page,
+        name="judging_evaluation",
+    ),
     path("judging/spot-checks/", spot_checks_views.grade_page, name="spot_checks"),
     path(
         "judging/spot-checks/<int:spot_check_id>/",
@@ -227,6 +242,21 @@ urlpatterns = [
     path("api/jobs/<int:job_id>/retry/", llm_api.job_retry, name="api_job_retry"),
     path("api/judging/runs/estimate/", runs_api.run_estimate_view, name="api_judging_run_estimate"),
     path("api/judging/runs/launch/", runs_api.run_launch_view, name="api_judging_run_launch"),
+    path(
+        "api/judging/evaluate/estimate/",
+        runs_api.evaluate_estimate_api,
+        name="api_judging_evaluate_estimate",
+    ),
+    path(
+        "api/judging/evaluate/launch/",
+        runs_api.evaluate_launch_api,
+        name="api_judging_evaluate_launch",
+    ),
+    path(
+        "api/judging/evaluate/<int:job_id>/",
+        runs_api.evaluation_api,
+        name="api_judging_evaluation",
+    ),
     # The rubric workspace's edits (the draft's revision is the optimistic lock).
     path("api/rubrics/claim/", rubrics_api.workspace_claim, name="api_rubric_claim"),
     path(

@@ -18,10 +18,16 @@ verdict without a call, unless the job asks for fresh calls. A re-tiered check, 
 question or another judge model is a new prompt, so it is judged anew. A call that fails for good
 is recorded as a `failed` verdict (counted and shown, never scored) and fails the item with its
 reason; retrying the job's failed items calls again for those checks only.
+
+`judging.evaluate` (payload: question_id, setting, version_id; params: the evaluated model, the
+judges, the prompts' versions): both in one item, for one question of a release in one setting:
+the answer (collected when the model has none), then each judge's verdicts on it on the
+release's rubric version. judging/runs/evaluate.py plans, estimates and launches it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import mimetypes
 import time
 from collections.abc import Mapping, Sequence
@@ -60,6 +66,7 @@ from ..verdicts.services import (
 COLLECT = "judging.collect"
 JUDGE = "judging.judge"
 JUDGE_BATCH = "judging.judge_batch"
+EVALUATE = "judging.evaluate"
 ANSWER_PROMPT = {Setting.MULTIMODAL: "answer_multimodal", Setting.TEXT_ONLY: "answer_text_only"}
 JUDGE_PROMPT = "judge_check"
 # The judge template's markers: where the photo goes (multimodal responses only), and where
@@ -191,12 +198,16 @@ def _store_response(
     return response.pk
 
 
-async def collect(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[str, Any]:
-    question_id = int(payload["question_id"])
+async def collect_response(
+    gateway: Gateway, question_id: int, params: dict[str, Any]
+) -> tuple[int, CallResult | None]:
+    """The model's answer to one question in one setting (params: model_id, setting,
+    prompt_version): the response that exists, or one call and the response stored. Returns
+    (response id, the call or None). Raises ItemFailed when the model gives no answer."""
     context = current_item.get()
-    ask = await sync_to_async(_collect_setup)(question_id, context.params)
+    ask = await sync_to_async(_collect_setup)(question_id, params)
     if ask.done is not None:
-        return {"response_id": ask.done, "skipped": "the model answered this question already"}
+        return ask.done, None
     assert ask.model is not None and ask.template is not None
     started = time.perf_counter()
     call = await gateway.call_text(
@@ -213,11 +224,20 @@ async def collect(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dic
         raise ItemFailed(f"the model gave no answer ({call.outcome}): {call.error}", call)
     response_id = await sync_to_async(_store_response)(
         question_id=question_id,
-        params=context.params,
+        params=params,
         text=call.raw_text,
         call=call,
         latency_ms=latency_ms,
     )
+    return response_id, call
+
+
+async def collect(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[str, Any]:
+    response_id, call = await collect_response(
+        gateway, int(payload["question_id"]), current_item.get().params
+    )
+    if call is None:
+        return {"response_id": response_id, "skipped": "the model answered this question already"}
     return ItemResult.of_calls(
         {"response_id": response_id, "characters": len(call.raw_text), "cached": call.cached}, call
     )
@@ -311,10 +331,30 @@ def _record_verdicts(
     )
 
 
-async def judge(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[str, Any]:
-    response_id, version_id = int(payload["response_id"]), int(payload["version_id"])
+@dataclass(frozen=True)
+class Judged:
+    """One judge's verdicts on one response: what was done, the calls made, and the calls
+    that gave no verdict (recorded as failed verdicts)."""
+
+    summary: dict[str, int]
+    calls: list[CallResult]
+    failures: list[CallResult]
+
+    def failure(self) -> str:
+        first = self.failures[0]
+        return (
+            f"{len(self.failures)} of {len(self.calls)} checks got no verdict; "
+            f"first: {first.outcome}: {first.error}"
+        )
+
+
+async def judge_response(
+    gateway: Gateway, response_id: int, version_id: int, params: dict[str, Any]
+) -> Judged:
+    """Judge one response on the checks of one rubric version (params: judge_id,
+    prompt_version, fresh): the checks with a verdict are skipped, those an earlier verdict
+    with the same key answers are copied, the rest are called and recorded together."""
     context = current_item.get()
-    params = context.params
     plan = await sync_to_async(_judge_plan)(response_id, version_id, params, context.fresh)
     summary = {
         "checks": plan.already + plan.reused + len(plan.to_call),
@@ -324,7 +364,7 @@ async def judge(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
         "failed": 0,
     }
     if not plan.to_call:
-        return summary
+        return Judged(summary, [], [])
     template = judge_template(params.get("prompt_version"))
 
     async def one(check: _Check) -> CallResult:
@@ -352,21 +392,87 @@ async def judge(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
     )
     summary["calls"] = sum(1 for call in calls if not call.cached)
     failures = [
-        (g, call) for g, call in zip(given, calls, strict=True) if g.verdict == VerdictValue.FAILED
+        call for g, call in zip(given, calls, strict=True) if g.verdict == VerdictValue.FAILED
     ]
     summary["failed"] = len(failures)
-    if failures:
-        first = failures[0][1]
-        raise ItemFailed(
-            f"{len(failures)} of {len(plan.to_call)} checks got no verdict; "
-            f"first: {first.outcome}: {first.error}",
-            *calls,
-        )
-    return ItemResult.of_calls(summary, *calls)
+    return Judged(summary, calls, failures)
+
+
+async def judge(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[str, Any]:
+    judged = await judge_response(
+        gateway,
+        int(payload["response_id"]),
+        int(payload["version_id"]),
+        current_item.get().params,
+    )
+    if judged.failures:
+        raise ItemFailed(judged.failure(), *judged.calls)
+    if not judged.calls:
+        return judged.summary
+    return ItemResult.of_calls(judged.summary, *judged.calls)
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluating a model on a release (judging/runs/evaluate.py plans and launches it).
+
+
+async def evaluate(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[str, Any]:
+    """One question in one setting of an evaluate run, in two steps: the model's answer
+    (collected when it has none), then each of the run's judges' verdicts on it, on the
+    release's rubric version. What a step did stays when a later one fails: the response is
+    stored before any judge is asked, each judge's verdicts are recorded as they come, and a
+    run again skips both (the response exists, the checks have verdicts)."""
+    params = current_item.get().params
+    setting = payload["setting"]
+    response_id, answer = await collect_response(
+        gateway,
+        int(payload["question_id"]),
+        {
+            "model_id": params["model_id"],
+            "setting": setting,
+            "prompt_version": params["answer_prompts"][setting],
+        },
+    )
+    judges = dict(params["judges"])  # [[id, name], ...] in JSON
+    outcomes = await asyncio.gather(
+        *(
+            judge_response(
+                gateway,
+                response_id,
+                int(payload["version_id"]),
+                {
+                    "judge_id": judge_id,
+                    "prompt_version": params["judge_prompt"],
+                    "fresh": params.get("fresh", False),
+                },
+            )
+            for judge_id in judges
+        ),
+        return_exceptions=True,
+    )
+    crashed = [exc for exc in outcomes if isinstance(exc, BaseException)]
+    if crashed:
+        raise crashed[0]  # QuotaExhausted parks the job; the other judges' verdicts are kept
+    judged = dict(zip(judges.values(), (o for o in outcomes if isinstance(o, Judged)), strict=True))
+    calls = [
+        *([answer] if answer is not None else []),
+        *(c for j in judged.values() for c in j.calls),
+    ]
+    failing = [f"judge {name}: {j.failure()}" for name, j in judged.items() if j.failures]
+    if failing:
+        raise ItemFailed("; ".join(failing), *calls)
+    result = {
+        "response_id": response_id,
+        "collected": answer is not None,
+        "judges": {name: j.summary for name, j in judged.items()},
+    }
+    return ItemResult.of_calls(result, *calls)
 
 
 register_kind(COLLECT, collect, chunk_size=20, concurrency=16)
 register_kind(JUDGE, judge, chunk_size=32, concurrency=8)
+# An item makes one answer call and a call per check for each judge (about 35 each).
+register_kind(EVALUATE, evaluate, chunk_size=16, concurrency=16)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -60,7 +60,8 @@ class Estimate:
     note: str
 
 
-def _cost(model: LLMModel, tokens_in: int, tokens_out: int) -> Decimal:
+def call_cost(model: LLMModel, tokens_in: int, tokens_out: int) -> Decimal:
+    """What the tokens cost at the model's prices per million."""
     return (
         tokens_in * model.price_input_per_million + tokens_out * model.price_output_per_million
     ) / MILLION
@@ -120,7 +121,7 @@ def run_estimate(what: str, data: dict[str, Any]) -> Estimate:
                 f" {scope.without_rubric} response(s) are left out: their question has no "
                 "frozen rubric version yet."
             )
-    cost = _cost(model, calls * per_in, calls * per_out)
+    cost = call_cost(model, calls * per_in, calls * per_out)
     if data.get("batch"):
         cost *= BATCH_PRICE_FACTOR
     return Estimate(items, calls, calls * per_in, calls * per_out, cost, model.name, note)

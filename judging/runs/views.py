@@ -13,18 +13,28 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from core import access
 from core.errors import Unavailable
-from llm.jobs import JobError
+from llm.jobs import OVER, JobError
 from llm.launchers import parse_ids
 from llm.models import Job, Provider
+from llm.views import STOP_POLLING
 
 from ..models import EvaluatedModel, Judge, Release, Setting
 from ..releases.selectors import release_versions
 from . import llm_jobs
+from .evaluate import (
+    EvaluateError,
+    evaluate_estimate,
+    evaluate_launch,
+    evaluate_plan,
+    evaluate_progress,
+    evaluate_result,
+    plan_of,
+)
 from .services import question_ids, run_estimate, run_launch
 
 RECENT_JOBS = 20
@@ -102,13 +112,53 @@ class JudgeForm(_Scoped):
 FORMS: dict[str, type[_Scoped]] = {"collect": CollectForm, "judge": JudgeForm}
 
 
-def _context(forms_: dict[str, _Scoped] | None = None, **extra: Any) -> dict[str, Any]:
+class EvaluateForm(forms.Form):
+    """The page's evaluate run: the same plan as `manage.py evaluate` and the API."""
+
+    model = forms.ModelChoiceField(
+        EvaluatedModel.objects.all(), to_field_name="name", label="Evaluated model"
+    )
+    release = forms.ModelChoiceField(
+        Release.objects.order_by("-created_at", "-id"), to_field_name="name", label="Release"
+    )
+    settings = forms.MultipleChoiceField(
+        choices=Setting.choices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Settings (none ticked: both)",
+    )
+    judges = forms.ModelMultipleChoiceField(
+        Judge.objects.all(),
+        to_field_name="name",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Judges (none ticked: every judge that scored the release and calls a model)",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.errors:
+            return data
+        try:
+            data["plan"] = evaluate_plan(
+                model=data["model"].name,
+                release=data["release"].name,
+                settings=data.get("settings") or [],
+                judges=[j.name for j in data.get("judges") or []],
+            )
+        except EvaluateError as exc:
+            self.add_error(exc.field if exc.field in self.fields else None, exc.message)
+        return data
+
+
+def _context(forms_: dict[str, forms.Form] | None = None, **extra: Any) -> dict[str, Any]:
     return {
         "collect_form": (forms_ or {}).get("collect") or CollectForm(prefix="collect"),
         "judge_form": (forms_ or {}).get("judge") or JudgeForm(prefix="judge"),
+        "evaluate_form": (forms_ or {}).get("evaluate") or EvaluateForm(prefix="evaluate"),
         "evaluated": EvaluatedModel.objects.select_related("llm_model"),
         "judges": Judge.objects.select_related("llm_model"),
-        "recent": Job.objects.filter(kind__in=[llm_jobs.COLLECT, llm_jobs.JUDGE])
+        "recent": Job.objects.filter(kind__in=[llm_jobs.COLLECT, llm_jobs.JUDGE, llm_jobs.EVALUATE])
         .select_related("launched_by")
         .order_by("-pk")[:RECENT_JOBS],
         **extra,
@@ -172,3 +222,87 @@ def runs_launch(request: HttpRequest) -> HttpResponse:
         return render(request, "judging/runs/runs.html", _context({what: form}), status=exc.status)
     messages.success(request, f"Job {job.pk} launched with {job.items_total} item(s).")
     return redirect("job", job_id=job.pk)
+
+
+# --- evaluate a model on a release ------------------------------------------------------------
+
+
+def _carry(request: HttpRequest) -> list[tuple[str, str]]:
+    """The fields the launch form sends back: exactly what was estimated."""
+    return [
+        (key, value)
+        for key in request.POST
+        if key != "csrfmiddlewaretoken"
+        for value in request.POST.getlist(key)
+    ]
+
+
+@access.role_required(access.ADMIN)
+@require_POST
+def evaluate_estimate_view(request: HttpRequest) -> HttpResponse:
+    """The run's estimate and a Launch button (htmx: the evaluate estimate partial)."""
+    form = EvaluateForm(request.POST, prefix="evaluate")
+    est: dict[str, Any] = {"form": form, "error": "", "estimate": None, "carry": _carry(request)}
+    if form.is_valid():
+        try:
+            est["estimate"] = evaluate_estimate(form.cleaned_data["plan"])
+        except EvaluateError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        except JobError as exc:
+            est["error"] = str(exc)
+    # Each error with the label of the field at fault, as the form shows it.
+    est["errors"] = [
+        (str(form.fields[name].label) if name in form.fields else "", message)
+        for name, messages_ in form.errors.items()
+        for message in messages_
+    ]
+    if request.htmx:
+        return render(request, "judging/runs/runs.html#evaluate_estimate", {"ev": est})
+    return render(request, "judging/runs/runs.html", _context({"evaluate": form}, ev=est))
+
+
+@access.role_required(access.ADMIN)
+@require_POST
+def evaluate_launch_view(request: HttpRequest) -> HttpResponse:
+    form = EvaluateForm(request.POST, prefix="evaluate")
+    if not form.is_valid():
+        return render(request, "judging/runs/runs.html", _context({"evaluate": form}), status=400)
+    try:
+        job = evaluate_launch(user=request.user, plan=form.cleaned_data["plan"])
+    except EvaluateError as exc:
+        form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        return render(request, "judging/runs/runs.html", _context({"evaluate": form}), status=400)
+    except JobError as exc:
+        messages.error(request, str(exc))
+        return redirect("judging_runs")
+    except Unavailable as exc:
+        messages.error(request, exc.message)
+        return render(
+            request, "judging/runs/runs.html", _context({"evaluate": form}), status=exc.status
+        )
+    messages.success(request, f"Job {job.pk} launched with {job.items_total} item(s).")
+    return redirect("judging_evaluation", job_id=job.pk)
+
+
+@access.role_required(access.ADMIN)
+@require_GET
+def evaluation_page(request: HttpRequest, job_id: int) -> HttpResponse:
+    """An evaluate run: its job's bar, each step's counts, and once it is over the result."""
+    job = get_object_or_404(Job, pk=job_id, kind=llm_jobs.EVALUATE)
+    plan = plan_of(job)
+    over = job.status in OVER
+    context = {
+        "job": job,
+        "plan": plan,
+        "over": over,
+        "steps": evaluate_progress(plan),
+        "result": evaluate_result(plan) if over else None,
+    }
+    if request.htmx:
+        return render(
+            request,
+            "judging/runs/evaluation.html#progress",
+            context,
+            status=STOP_POLLING if over else 200,
+        )
+    return render(request, "judging/runs/evaluation.html", context)
