@@ -218,7 +218,7 @@ def test_the_graph_sees_lazy_and_relative_imports():
     # `from .llm_jobs import auto_generation_launch`, inside a function
     assert "annotation.questions.llm_jobs" in graph["annotation.questions.auto_generation"]
     # `from annotation.models import ...` (a name, not a module: the edge goes to the module)
-    assert "annotation.models" in graph["judging.leaderboard.board"]
+    assert "annotation.models" in graph["judging.leaderboard.reports"]
 
 
 def test_our_modules_import_each_other_without_a_cycle():

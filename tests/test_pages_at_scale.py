@@ -214,8 +214,8 @@ def test_leaderboard_settings_and_judges_pages_queries_do_not_grow(client, root)
     judged_questions(4, 4)
     assert {name: count() for name, count in pages.items()} == before
     # as test_analysis_pages.py counts them: two leaderboards, or one per judge and the
-    # confusion matrix
-    assert before == {"settings": 12, "judges": 16}
+    # confusion matrix, and the release the page scores (?release=, the latest by default)
+    assert before == {"settings": 13, "judges": 17}
 
 
 # --- the benchmark export ---------------------------------------------------------------------

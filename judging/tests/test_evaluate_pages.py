@@ -71,9 +71,9 @@ def test_launch_needs_the_csrf_token(bench, root):
 
 def test_runs_page_offers_the_form(client, root, bench, django_assert_num_queries):
     client.force_login(root)
-    # The other two forms' and lists' 10 (as before), and the evaluate form's 4: whether a
-    # release exists, its models, releases and judges.
-    with django_assert_num_queries(FIXED + 10 + 4):
+    # The other two forms' and lists' 11 (the judge form's release choices among them), and
+    # the evaluate form's 4: whether a release exists, its models, releases and judges.
+    with django_assert_num_queries(FIXED + 11 + 4):
         page = client.get(reverse("judging_runs")).content.decode()
     assert 'data-testid="evaluate"' in page and "Evaluate a model on a release" in page
     assert 'value="v1.0"' in page and "Settings (none ticked: both)" in page
