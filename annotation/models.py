@@ -208,22 +208,29 @@ class CandidateQuerySet(models.QuerySet):
             Q(author=user) | Q(co_author=user) | Q(reviews__annotator=user)
         )
 
-    def waiting_for(self, user, now=None) -> CandidateQuerySet:
+    def waiting_count(self, user, now=None) -> int:
         """What "Waiting" counts for this person on every page: the candidates they may still
         review, and a gold item they hold (it stands for the real candidate it looks like).
-        One count everywhere, so that no page tells a gold item by a count one higher."""
+        One count everywhere, so that no page tells a gold item by a count one higher.
+
+        One query, as a UNION ALL of the two parts (an open candidate is never gold): each part
+        uses its own index. Written as one filter with OR, PostgreSQL scanned every candidate
+        and costed the review subquery per row, enough to start its JIT compiler: 36 ms a count
+        against 6.5 ms (12,000 candidates, bench/run_team_bench.sh's data)."""
         now = now or timezone.now()
         held_gold = ReviewClaim.objects.filter(
             candidate=OuterRef("pk"), annotator=user, expires_at__gt=now
         )
         reviewed = Review.objects.filter(candidate=OuterRef("pk"), annotator=user)
         reviewable = (
-            Q(status=CandidateStatus.OPEN, image__entity_confirmed=True)
-            & ~Q(author=user)
-            & ~Q(co_author=user)
-            & ~Exists(reviewed)
+            self.filter(status=CandidateStatus.OPEN, image__entity_confirmed=True)
+            .exclude(Q(author=user) | Q(co_author=user))
+            .filter(~Exists(reviewed))
         )
-        return self.filter(reviewable | Q(Exists(held_gold), status=CandidateStatus.GOLD))
+        gold = self.filter(Exists(held_gold), status=CandidateStatus.GOLD)
+        return (
+            reviewable.order_by().values("pk").union(gold.order_by().values("pk"), all=True).count()
+        )
 
     def adjudicable_by(self, user) -> CandidateQuerySet:
         reviewed = Review.objects.filter(candidate=OuterRef("pk"), annotator=user)

@@ -14,7 +14,7 @@ def review_progress(user) -> dict:
     start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     return {
         "done_today": Review.objects.filter(annotator=user, created_at__gte=start).count(),
-        "waiting": Candidate.objects.waiting_for(user).count(),
+        "waiting": Candidate.objects.waiting_count(user),
     }
 
 
