@@ -170,6 +170,25 @@ _registry: dict[str, JobKind] = {}
 ITEMS_PER_REQUEST_SLOT = 2
 
 
+def outcome_lines(job: Job, *, failures: int) -> list[str]:
+    """What a command prints when a job it waited for is over: the counts, the tokens and the
+    cost, and the first `failures` failed items with the first line of their error."""
+    lines = [
+        f"job {job.pk} {job.status}: {job.items_done} done, {job.items_failed} failed of "
+        f"{job.items_total}; {job.tokens_in} tokens in, {job.tokens_out} out, "
+        f"cost {job.cost:.4f}"
+    ]
+    failed = list(
+        JobItem.objects.filter(job=job, status=ItemStatus.FAILED)
+        .order_by("pk")
+        .values_list("key", "last_error")[:failures]
+    )
+    lines += [f"  failed {key}: {error.splitlines()[0] if error else ''}" for key, error in failed]
+    if job.items_failed > len(failed):
+        lines.append(f"  ... and {job.items_failed - len(failed)} more")
+    return lines
+
+
 def register_kind(
     kind: str,
     handler: Handler,

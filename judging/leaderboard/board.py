@@ -563,3 +563,32 @@ def _corrected(
             kept.append((rows.setdefault(q, len(rows)), tier, judged, person))
     judge_counts = counts[list(rows)][..., :_F] if rows else np.zeros((0, len(TIERS), 4))
     return ppi.all_scores(gamut, tiers, ppi.from_counts(judge_counts, kept), settings)
+
+
+def significance_grid(board: Leaderboard) -> list[dict]:
+    """The significance grid: a row per model (ranked), a cell per other model with the
+    paired difference (row minus column), shaded by its size when Holm-significant."""
+    by_pair = {}
+    for pair in board.comparisons:
+        by_pair[(pair.a, pair.b)] = (pair, 1)
+        by_pair[(pair.b, pair.a)] = (pair, -1)
+    grid = []
+    for row in board.rows:
+        cells = []
+        for column in board.rows:
+            if column.model == row.model:
+                cells.append({"self": True})
+                continue
+            pair, sign = by_pair[(row.model, column.model)]
+            difference = None if pair.difference is None else sign * pair.difference
+            if difference is None or not pair.significant:
+                shade = "same"
+            else:
+                shade = ("better" if difference > 0 else "worse") + (
+                    "-strong" if abs(difference) >= 10 else ""
+                )
+            cells.append(
+                {"difference": difference, "p": pair.p_holm, "shade": shade, "model": column.model}
+            )
+        grid.append({"model": row.model, "cells": cells})
+    return grid

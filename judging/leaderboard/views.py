@@ -24,7 +24,7 @@ from ..releases.scope import Scope, requested_scope
 from ..releases.scores import release_board
 from . import reports
 from .analysis import LABELS
-from .board import COMPARISON_COLUMNS, EXPORT_COLUMNS, board_as_dict
+from .board import COMPARISON_COLUMNS, EXPORT_COLUMNS, board_as_dict, significance_grid
 
 QUESTIONS_PER_PAGE = 100
 
@@ -34,35 +34,6 @@ def _chart(value: float | None) -> dict:
     if value is None:
         return {"bar": 0, "negative": False}
     return {"bar": round(abs(value) / 2), "negative": value < 0}
-
-
-def _matrix(board) -> list[dict]:
-    """The significance grid: a row per model (ranked), a cell per other model with the
-    paired difference (row minus column), shaded by its size when Holm-significant."""
-    by_pair = {}
-    for pair in board.comparisons:
-        by_pair[(pair.a, pair.b)] = (pair, 1)
-        by_pair[(pair.b, pair.a)] = (pair, -1)
-    grid = []
-    for row in board.rows:
-        cells = []
-        for column in board.rows:
-            if column.model == row.model:
-                cells.append({"self": True})
-                continue
-            pair, sign = by_pair[(row.model, column.model)]
-            difference = None if pair.difference is None else sign * pair.difference
-            if difference is None or not pair.significant:
-                shade = "same"
-            else:
-                shade = ("better" if difference > 0 else "worse") + (
-                    "-strong" if abs(difference) >= 10 else ""
-                )
-            cells.append(
-                {"difference": difference, "p": pair.p_holm, "shade": shade, "model": column.model}
-            )
-        grid.append({"model": row.model, "cells": cells})
-    return grid
 
 
 def _scope(request: HttpRequest) -> Scope:
@@ -143,7 +114,7 @@ def leaderboard_page(request: HttpRequest) -> HttpResponse:
         "judging/leaderboard/leaderboard.html",
         {
             "scope": scope,
-            "matrix": _matrix(board) if board else [],
+            "matrix": significance_grid(board) if board else [],
             "judges": judges,
             "judge": judge,
             "setting": setting,

@@ -53,7 +53,13 @@ from annotation.models import FinalQuestion
 
 from ..csv_export import csv_cell
 from ..leaderboard import reports
-from ..leaderboard.board import COMPARISON_COLUMNS, EXPORT_COLUMNS, RESAMPLES, SEED
+from ..leaderboard.board import (
+    COMPARISON_COLUMNS,
+    EXPORT_COLUMNS,
+    RESAMPLES,
+    SEED,
+    significance_grid,
+)
 from ..models import Judge, Release, Setting
 from ..releases.scores import ReleaseBoard, release_board
 from ..releases.selectors import release_questions
@@ -381,7 +387,7 @@ class Site:
                 "board": board,
                 "rows": self.ranked(board.rows),
                 "chart": chart,
-                "matrix": _matrix(board),
+                "matrix": significance_grid(board),
                 "boards": board_list,
                 "table": table,
                 "comparisons": comparisons,
@@ -825,30 +831,6 @@ def _by_key(entries: list[dict], attribute: str) -> dict:
             for e in entries
         ],
     }
-
-
-def _matrix(board) -> list[dict]:
-    """The significance grid: row model minus column model, shaded when Holm-significant."""
-    by_pair = {}
-    for pair in board.comparisons:
-        by_pair[(pair.a, pair.b)] = (pair, 1)
-        by_pair[(pair.b, pair.a)] = (pair, -1)
-    grid = []
-    for row in board.rows:
-        cells = []
-        for column in board.rows:
-            if column.model == row.model:
-                cells.append({"self": True})
-                continue
-            pair, sign = by_pair[(row.model, column.model)]
-            difference = None if pair.difference is None else sign * pair.difference
-            if difference is None or not pair.significant:
-                shade = "same"
-            else:
-                shade = "better" if difference > 0 else "worse"
-            cells.append({"difference": difference, "p": pair.p_holm, "shade": shade})
-        grid.append({"model": row.model, "cells": cells})
-    return grid
 
 
 def _confusion_rows(matrix: dict | None) -> list[tuple[str, list[int]]]:

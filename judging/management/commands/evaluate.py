@@ -28,7 +28,7 @@ from judging.runs.evaluate import (
     evaluate_result,
 )
 from llm import jobs
-from llm.models import ItemStatus, Job, JobItem, JobStatus
+from llm.models import Job, JobStatus
 
 FAILURES_LISTED = 20
 QUEUE_DOWN = 3
@@ -227,20 +227,7 @@ class Command(BaseCommand):
             if over:
                 break
             time.sleep(poll)
-        self.stdout.write(
-            f"job {job.pk} {job.status}: {job.items_done} done, {job.items_failed} failed of "
-            f"{job.items_total}; {job.tokens_in} tokens in, {job.tokens_out} out, "
-            f"cost {job.cost:.4f}"
-        )
-        failed = list(
-            JobItem.objects.filter(job=job, status=ItemStatus.FAILED)
-            .order_by("pk")
-            .values_list("key", "last_error")[:FAILURES_LISTED]
-        )
-        for key, error in failed:
-            self.stdout.write(f"  failed {key}: {error.splitlines()[0] if error else ''}")
-        if job.items_failed > len(failed):
-            self.stdout.write(f"  ... and {job.items_failed - len(failed)} more")
+        self.stdout.write("\n".join(jobs.outcome_lines(job, failures=FAILURES_LISTED)))
         self.stdout.write("\n".join(result_lines(plan, evaluate_result(plan))))
         if job.items_failed or job.status != JobStatus.DONE:
             raise CommandError(

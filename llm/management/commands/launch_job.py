@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from core.errors import Unavailable
 from llm import jobs, launchers
-from llm.models import ItemStatus, Job, JobItem, JobStatus
+from llm.models import Job, JobStatus
 
 JUDGING = ("collect", "judge")
 FAILURES_LISTED = 50
@@ -258,20 +258,7 @@ class Command(BaseCommand):
                 time.sleep(options["poll"])
         finally:
             bar.close()
-        self.stdout.write(
-            f"job {job.pk} {job.status}: {job.items_done} done, "
-            f"{job.items_failed} failed of {job.items_total}; "
-            f"{job.tokens_in} tokens in, {job.tokens_out} out, cost {job.cost:.4f}"
-        )
-        failed = list(
-            JobItem.objects.filter(job=job, status=ItemStatus.FAILED)
-            .order_by("pk")
-            .values_list("key", "last_error")[:FAILURES_LISTED]
-        )
-        for key, error in failed:
-            self.stdout.write(f"  failed {key}: {error.splitlines()[0] if error else ''}")
-        if job.items_failed > len(failed):
-            self.stdout.write(f"  ... and {job.items_failed - len(failed)} more")
+        self.stdout.write("\n".join(jobs.outcome_lines(job, failures=FAILURES_LISTED)))
         if job.items_failed or job.status != JobStatus.DONE:
             raise CommandError(
                 f"job {job.pk}: {job.items_failed} item(s) failed"
