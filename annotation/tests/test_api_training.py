@@ -98,8 +98,10 @@ def test_each_endpoint_is_for_its_role_alone(alice, carol, dave, root, mallory):
         ("post", f"/api/training/{alice.pk}/", {root}),
         ("post", GOLD, {root}),
         ("get", REVIEWS, {carol}),
+        ("post", REVIEWS, {carol}),
         ("post", f"{REVIEWS}1/", {carol}),
         ("get", ROUNDS, {dave}),
+        ("post", ROUNDS, {dave}),
         ("post", f"{ROUNDS}1/", {dave}),
     ]
     for method, path, allowed in calls:
@@ -261,11 +263,13 @@ def test_an_adjudicator_lists_the_drawn_reviews_and_gives_verdicts(
 ):
     resolved(make_image, alice, bob, 4)
     set_rates(review_audit_rate=0.5)
-    first = api(carol).get(REVIEWS)  # draws 2 of alice's and 2 of bob's
+    assert api(carol).get(REVIEWS).json() == {"waiting": 0, "audits": []}  # GET draws nothing
+    first = api(carol).post(REVIEWS)  # draws 2 of alice's and 2 of bob's
+    matches(schema, REVIEWS, "post", first)
     assert first.status_code == 200 and ReviewAudit.objects.count() == 4
-    # config, counts of reviews and of audits (a savepoint around them), the audits, their
-    # candidates' reviews, the count
-    with django_assert_num_queries(8):
+    # the audits, their candidates' reviews, the count (a GET draws nothing: the draw's config,
+    # counts and savepoint were 5 more before)
+    with django_assert_num_queries(3):
         response = api(carol).get(REVIEWS)
     matches(schema, REVIEWS, "get", response)
     body = response.json()
@@ -345,10 +349,10 @@ def test_a_second_reviser_lists_the_drawn_rounds_and_flags_one(
     olga = reviser("olga")
     set_rates(round_audit_rate=1.0)
     assert api(dave).get(ROUNDS).json() == {"waiting": 0, "audits": []}  # his own rounds
-    api(olga).get(ROUNDS)
-    # config, counts of rounds and of audits (a savepoint around them), the audits, the checks
-    # of the rounds and of their parents, the count
-    with django_assert_num_queries(9):
+    api(olga).post(ROUNDS)  # draws
+    # the audits, the checks of the rounds and of their parents, the count (a GET draws
+    # nothing)
+    with django_assert_num_queries(4):
         response = api(olga).get(ROUNDS)
     matches(schema, ROUNDS, "get", response)
     body = response.json()
@@ -397,8 +401,10 @@ def test_every_training_and_audit_operation_is_in_the_schema_with_its_refusals(s
         ("/api/training/{user_id}/", "post"): {"200", "400", "403", "404", "409"},
         ("/api/gold/import/", "post"): {"201", "400", "403", "413"},
         ("/api/audits/reviews/", "get"): {"200", "403"},
+        ("/api/audits/reviews/", "post"): {"200", "403"},
         ("/api/audits/reviews/{audit_id}/", "post"): {"200", "400", "403", "404", "409"},
         ("/api/audits/rounds/", "get"): {"200", "403"},
+        ("/api/audits/rounds/", "post"): {"200", "403"},
         ("/api/audits/rounds/{audit_id}/", "post"): {"200", "400", "403", "404", "409"},
     }
     for (path, method), codes in expected.items():
@@ -411,8 +417,8 @@ def test_the_demo_leaves_reviews_for_carol_to_audit(schema, capsys):
     call_command("load_demo")
     assert "demo review(s) drawn for audit" in capsys.readouterr().out
     carol = User.objects.get(username="carol")
-    response = api(carol).get(REVIEWS)
-    matches(schema, REVIEWS, "get", response)
+    response = api(carol).post(REVIEWS)
+    matches(schema, REVIEWS, "post", response)
     drawn = response.json()["waiting"]
     assert drawn == ReviewAudit.objects.count() > 0
     call_command("load_demo")

@@ -70,3 +70,28 @@ def test_a_visit_changes_nothing_and_the_post_needs_its_token(work, address, who
     after = _held()
     assert 'data-testid="question"' in strict.get(reverse(address)).content.decode()
     assert _held() == after
+
+
+@pytest.mark.parametrize(
+    ("address", "who"), [("api_review_audits", "carol"), ("api_round_audits", "olga")]
+)
+def test_the_audit_apis_draw_on_post_only(work, address, who, carol):
+    """GET lists what is drawn for this person and draws nothing; POST draws the due share,
+    as the pages' POST on load does, then lists."""
+    from django.contrib.auth.models import Group, User
+    from rest_framework.test import APIClient
+
+    olga = User.objects.create_user("olga")
+    olga.groups.add(Group.objects.get_or_create(name="rubric_reviser")[0])
+    client = APIClient()
+    client.force_authenticate({"carol": carol, "olga": olga}[who])
+    before = _held()
+    listed = client.get(reverse(address))
+    assert listed.status_code == 200 and listed.json() == {"waiting": 0, "audits": []}
+    assert _held() == before
+    drawn = client.post(reverse(address))
+    assert drawn.status_code == 200 and drawn.json()["waiting"] > 0
+    assert _held() != before
+    after = _held()
+    assert client.get(reverse(address)).json()["waiting"] == drawn.json()["waiting"]
+    assert _held() == after

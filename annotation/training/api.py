@@ -366,18 +366,30 @@ VERDICT_ERRORS = {
 
 
 @extend_schema(
+    methods=["GET"],
     summary="The reviews drawn for audit that you may audit (adjudicators)",
     description=(
-        "Opening it draws each annotator's due share of resolved reviews, as /audit/ does. "
-        "Never your own work: not your review, one beside it, or a candidate you wrote or "
-        "adjudicated."
+        "Lists what is drawn and draws nothing (POST draws). Never your own work: not your "
+        "review, one beside it, or a candidate you wrote or adjudicated."
     ),
     responses={200: ReviewAuditsSerializer, 403: ErrorSerializer},
 )
-@api_view(["GET"])
+@extend_schema(
+    methods=["POST"],
+    operation_id="audits_reviews_draw",
+    summary="Draw the reviews due for audit, then list them (adjudicators)",
+    description=(
+        "Draws each annotator's due share of resolved reviews, as /audit/ does when it opens, "
+        "then answers as GET does. No body."
+    ),
+    request=None,
+    responses={200: ReviewAuditsSerializer, 403: ErrorSerializer},
+)
+@api_view(["GET", "POST"])
 @access.role_required(access.ADJUDICATOR, message="Only adjudicators audit reviews.")
 def review_audit_list(request: Request) -> Response:
-    audits.review_audits_draw()
+    if request.method == "POST":
+        audits.review_audits_draw()
     open_to = audits.review_audits_open_to(request.user)
     page = list(
         open_to.select_related(
@@ -437,17 +449,29 @@ def _check(row: RubricCheck) -> dict:
 
 
 @extend_schema(
+    methods=["GET"],
     summary="The rubric rounds drawn for audit that you may audit (rubric revisers)",
     description=(
-        "Opening it draws each reviser's due share of completed human rounds, as "
-        "/rubrics/audit/ does. Never a round you completed or edited."
+        "Lists what is drawn and draws nothing (POST draws). Never a round you completed or edited."
     ),
     responses={200: RoundAuditsSerializer, 403: ErrorSerializer},
 )
-@api_view(["GET"])
+@extend_schema(
+    methods=["POST"],
+    operation_id="audits_rounds_draw",
+    summary="Draw the rubric rounds due for audit, then list them (rubric revisers)",
+    description=(
+        "Draws each reviser's due share of completed human rounds, as /rubrics/audit/ does "
+        "when it opens, then answers as GET does. No body."
+    ),
+    request=None,
+    responses={200: RoundAuditsSerializer, 403: ErrorSerializer},
+)
+@api_view(["GET", "POST"])
 @access.role_required(access.RUBRIC_REVISER, message="Only rubric revisers audit rubric rounds.")
 def round_audit_list(request: Request) -> Response:
-    audits.round_audits_draw()
+    if request.method == "POST":
+        audits.round_audits_draw()
     open_to = audits.round_audits_open_to(request.user)
     checks = RubricCheck.objects.order_by("position")
     page = list(
