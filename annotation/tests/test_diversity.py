@@ -260,3 +260,52 @@ def test_the_figures_per_guard_prompt_are_measured_on_the_same_templates(
     out = io.StringIO()
     call_command("question_diversity", "--scope", "final", stdout=out)
     assert "guard v2: 2 question(s), 2 template(s)" in out.getvalue()
+
+
+# --- at full size: sparse, by parts, a cap on what one text brings ---------------------------
+
+
+def test_clustering_by_parts_finds_what_average_linkage_on_all_pairs_finds():
+    """The clusters are those of scikit-learn's average linkage over every pair (the dense
+    matrix the analysis used to build), on questions that do not collapse into few skeletons."""
+    from sklearn.cluster import AgglomerativeClustering
+
+    from tests.question_sets import varied_questions
+
+    questions, _ = varied_questions(400, seed=2)
+    words = diversity.domain_tied_words(questions)
+    skeletons = sorted({skeleton(question, words) for question in questions})
+    assert len(skeletons) > 350  # they do not collapse
+    dense = AgglomerativeClustering(
+        n_clusters=None,
+        metric="cosine",
+        linkage="average",
+        distance_threshold=diversity.DISTANCE_THRESHOLD,
+    ).fit_predict(diversity.vectors(skeletons).toarray())
+    found = diversity.cluster(skeletons)
+    assert diversity.adjusted_rand(dense, found) == 1.0
+    assert 30 < len(set(found)) < len(skeletons)
+
+
+def test_a_long_text_brings_no_more_than_the_cap_and_the_matrix_stays_sparse():
+    from scipy.sparse import issparse
+
+    junk = " ".join(f"w{n}x{n * 7 % 13}" for n in range(400))  # about 3,000 characters
+    assert len(junk) > 2000
+    matrix = diversity.vectors([junk, "what is this <entity>", "how old is this <entity>"])
+    assert issparse(matrix)
+    capped = diversity.capped(junk)
+    assert len(capped) <= diversity.MAX_CHARS
+    assert len(capped.split(" ")) <= diversity.MAX_TOKENS
+    # Its row holds the n-grams of the capped text only: at most (words x 3) + (chars x 3).
+    assert matrix[0].nnz <= 3 * diversity.MAX_TOKENS + 3 * diversity.MAX_CHARS
+    assert matrix[0].nnz == diversity.vectors([capped, "x y"])[0].nnz
+    # Fifty such texts among questions: the same once cut (their numbers come after the cap),
+    # so one template, and the questions' own template is found beside it.
+    questions = [q(f"{junk} {n}", entity="Junk", key=f"j{n}") for n in range(50)]
+    questions += [
+        q(f"What is this Vespa {n}, and how fast does it go?", entity="Vespa", key=f"v{n}")
+        for n in range(5)
+    ]
+    report = analyse(questions)
+    assert [t.size for t in report.templates] == [50, 5]
