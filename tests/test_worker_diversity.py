@@ -1,6 +1,7 @@
 """The diversity report's job in a real Celery worker process on a real Redis: Recompute on the
 page sends the chunk task through the broker, the worker (which registers the kind when Django
-starts) computes both scopes against the test database, and the page shows what it stored."""
+starts) computes both scopes against the test database, and the page shows what it stored.
+With the broker down, Recompute says so and saves nothing."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.urls import reverse
 from annotation.analysis.diversity_jobs import DIVERSITY
 from annotation.models import FinalQuestion
 from llm.models import Job
+from llm.tests.test_queue_down import broker_down  # noqa: F401 (fixture)
 from tests.test_worker import celery_app, celery_worker, redis_url  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,3 +44,12 @@ def test_the_worker_computes_the_report_the_page_shows(
     html = client.get(reverse("diversity")).content.decode()
     assert 'data-testid="templates-final">1 template<' in html
     assert worker.poll() is None, f"the worker died:\n{log_path.read_text()}"
+
+
+def test_with_the_task_queue_down_recompute_says_so_and_saves_nothing(client, root, broker_down):  # noqa: F811
+    client.force_login(root)
+    page = client.post(reverse("diversity"), follow=True)
+    assert "The task queue (the Celery broker, Redis) is unreachable" in page.content.decode()
+    answer = client.post(reverse("api_diversity"))
+    assert answer.status_code == 503 and "unreachable" in answer.json()["detail"]
+    assert not Job.objects.exists()

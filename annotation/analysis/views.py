@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from core import access
+from core.errors import Unavailable
 from judging.csv_export import csv_response
 from llm.views import STOP_POLLING
 
@@ -51,6 +52,8 @@ def diversity_page(request: HttpRequest) -> HttpResponse:
             job = diversity_jobs.launch(request.user)
         except diversity_jobs.AlreadyRunning as exc:
             messages.info(request, f"The report is being computed already (job {exc.job.pk}).")
+        except Unavailable as exc:  # the task queue is down: nothing was launched
+            messages.error(request, exc.message)
         else:
             messages.success(request, f"Computing the report in the background (job {job.pk}).")
         return redirect("diversity")
