@@ -104,6 +104,10 @@ def test_recompute_runs_in_the_background_and_the_page_shows_the_stored_report(
     assert 'data-testid="computed-at">Computed ' in html and "started by root" in html
     assert "final questions (not dropped): 3 questions analysed in" in html
     assert 'data-testid="recompute"' in html
+    # The job is one of the console's, with its page linked from the report.
+    assert reverse("job", args=[job.pk]) in html
+    assert client.get(reverse("job", args=[job.pk])).status_code == 200
+    assert f'href="{reverse("job", args=[job.pk])}"' in client.get(reverse("jobs")).content.decode()
 
 
 def test_the_stored_report_exports_csv_json_and_the_api_says_when(client, questions, root):
