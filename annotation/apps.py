@@ -11,6 +11,7 @@ class AnnotationConfig(AppConfig):
         from django.conf import settings
         from PIL import Image
 
+        from .analysis import diversity_jobs  # noqa: F401  (the background analysis)
         from .images import entities  # noqa: F401  (the LLM stages register their kinds)
         from .questions import llm_jobs  # noqa: F401
 

@@ -1,5 +1,7 @@
-"""`GET /api/diversity/` (admins): the question-diversity report of one scope, the same JSON as
-the page's `?format=json` holds per scope."""
+"""`GET /api/diversity/` (admins): the question-diversity report of one scope as the background
+job last computed it, with when and how long (the same JSON as the page's `?format=json` holds
+per scope); `POST /api/diversity/` starts a new computation (202 with the job, 409 while one
+runs)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core import access
+from core.errors import Conflict, NotFound
 from core.http import ErrorSerializer
 
-from .diversity_report import SCOPES, diversity_report
+from . import diversity_jobs
+from .diversity_report import SCOPES
 
 
 class FiguresSerializer(serializers.Serializer):
@@ -80,13 +84,28 @@ class DiversitySerializer(serializers.Serializer):
         help_text="final questions: the figures per guard prompt version, on the templates of "
         "all of them (empty for candidates)",
     )
+    computed_at = serializers.DateTimeField(help_text="when the background job finished it")
+    seconds = serializers.FloatField(help_text="how long reading and analysing this scope took")
+    job = serializers.IntegerField(help_text="the job that computed it (GET /api/jobs/<id>/)")
+
+
+class LaunchedSerializer(serializers.Serializer):
+    job = serializers.IntegerField()
+    status = serializers.CharField()
 
 
 class DiversityQuerySerializer(serializers.Serializer):
     scope = serializers.ChoiceField(choices=list(SCOPES), default="final")
 
 
+NOT_COMPUTED = (
+    "The diversity report has not been computed yet: POST /api/diversity/ (or Recompute on the "
+    "Question diversity page) computes it in the background."
+)
+
+
 @extend_schema(
+    methods=["GET"],
     summary="Question diversity: templates among the final questions or all candidates (admins)",
     parameters=[OpenApiParameter("scope", enum=list(SCOPES), default="final")],
     responses={
@@ -94,13 +113,34 @@ class DiversityQuerySerializer(serializers.Serializer):
         400: ErrorSerializer,
         401: ErrorSerializer,
         403: ErrorSerializer,
+        404: ErrorSerializer,
     },
 )
-@api_view(["GET"])
+@extend_schema(
+    methods=["POST"],
+    summary="Recompute the question-diversity report in the background (admins)",
+    request=None,
+    responses={
+        202: LaunchedSerializer,
+        401: ErrorSerializer,
+        403: ErrorSerializer,
+        409: ErrorSerializer,
+        503: ErrorSerializer,
+    },
+)
+@api_view(["GET", "POST"])
 @access.role_required(access.ADMIN, message="Only admins read the diversity report.")
 def diversity_detail(request: Request) -> Response:
+    if request.method == "POST":
+        try:
+            job = diversity_jobs.launch(request.user)
+        except diversity_jobs.AlreadyRunning as exc:
+            raise Conflict(f"The report is being computed already (job {exc.job.pk}).") from exc
+        return Response({"job": job.pk, "status": job.status}, status=202)
     query = DiversityQuerySerializer(data=request.query_params)
     if not query.is_valid():
         raise ValidationError(query.errors)
-    report = diversity_report(query.validated_data["scope"])
+    report = diversity_jobs.with_times(query.validated_data["scope"], diversity_jobs.stored())
+    if report is None:
+        raise NotFound(NOT_COMPUTED)
     return Response(DiversitySerializer(report).data)

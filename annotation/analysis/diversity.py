@@ -6,7 +6,10 @@ corpus), names of other things (capitalised words inside the sentence: `<name>`)
 (`<num>`) abstracted away, so "What is this Falcon 9 and how does it land?" and "What is this
 Ducati and how does it brake?" keep only what they share. The skeletons are clustered on word and
 character n-grams (TF-IDF, cosine, average linkage with a distance threshold): a cluster is a
-template. No model is downloaded; scikit-learn does the work.
+template. No model is downloaded; scikit-learn and scipy do the work. At full size (thousands of
+distinct skeletons) the matrix stays sparse, each text brings at most MAX_TOKENS words and
+MAX_CHARS characters, and the linkage runs on each group of skeletons linked by neighbours
+within the threshold (`cluster`): the same clusters as over all pairs, without all pairs.
 
 Pure Python (no Django): `analyse(questions)` in, a `DiversityReport` out.
 """
@@ -37,6 +40,12 @@ FUNCTION_WORDS = frozenset(_FUNCTION_WORDS.split())
 DISTANCE_THRESHOLD = 0.55  # cosine distance at which two skeletons stop being one template
 DOMAIN_TIED_SHARE = 0.75  # a content word is tied to a domain when this share of it falls there
 DOMAIN_TIED_MIN_COUNT = 3
+# What one text contributes: a question's skeleton is a sentence or two; longer texts (a paste,
+# junk from an import) are cut to this many words and characters before their n-grams count.
+MAX_TOKENS = 60
+MAX_CHARS = 400
+BLOCK_ROWS = 256  # rows of a group multiplied at once for its distances
+WORKING_MEMORY_MB = 64  # scikit-learn's chunking of the neighbour search
 SIZE_BINS = ((1, 1), (2, 2), (3, 5), (6, 10), (11, 20), (21, 50), (51, None))
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
@@ -140,28 +149,90 @@ def skeleton(question: Question, domain_words: frozenset[str] = frozenset()) -> 
     return " ".join(out)
 
 
+def capped(skeleton_text: str) -> str:
+    """What one skeleton contributes to the clustering: its first MAX_TOKENS words, at most
+    MAX_CHARS characters. A question is a sentence or two; a 2,000-character paste would
+    otherwise bring thousands of n-grams of its own into every product."""
+    return " ".join(skeleton_text.split(" ")[:MAX_TOKENS])[:MAX_CHARS]
+
+
+def vectors(skeletons: Sequence[str]):
+    """The skeletons as L2-normalised TF-IDF rows of word 1-3-grams and character 3-5-grams:
+    a sparse matrix (CSR), never a dense one."""
+    from scipy.sparse import hstack
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.preprocessing import normalize
+
+    texts = [capped(s) for s in skeletons]
+    words = TfidfVectorizer(analyzer="word", ngram_range=(1, 3), token_pattern=r"[^ ]+")
+    chars = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5))
+    return normalize(hstack([words.fit_transform(texts), chars.fit_transform(texts)]).tocsr())
+
+
+def _condensed_distances(matrix) -> np.ndarray:
+    """The cosine distances between the rows of one group, as scipy's condensed vector
+    (upper triangle, row by row), from sparse products of BLOCK_ROWS rows at a time."""
+    m = matrix.shape[0]
+    out = np.empty(m * (m - 1) // 2)
+    position = 0
+    for start in range(0, m, BLOCK_ROWS):
+        block = (matrix[start : start + BLOCK_ROWS] @ matrix.T).toarray()
+        for offset, row in enumerate(block):
+            tail = row[start + offset + 1 :]
+            out[position : position + len(tail)] = 1.0 - tail
+            position += len(tail)
+    np.clip(out, 0.0, 2.0, out=out)
+    return out
+
+
 def cluster(skeletons: Sequence[str], threshold: float = DISTANCE_THRESHOLD) -> list[int]:
-    """A template label per skeleton. Identical skeletons are clustered once (with their
-    count as weight in the result), which keeps the distance matrix at the distinct ones."""
+    """A template label per skeleton: average linkage on the cosine distance of their n-grams,
+    cut at `threshold`. Identical skeletons are clustered once.
+
+    Average linkage never joins two groups whose every pair is at `threshold` or more (their
+    average would be too), so the clusters lie inside the connected parts of the graph that
+    links each skeleton to its neighbours within `threshold` (scikit-learn's radius
+    neighbours on the sparse rows, computed in bounded chunks). Each part is clustered on its
+    own, exactly as the whole would be: memory grows with the largest part, not with the
+    square of all skeletons."""
     if not skeletons:
         return []
     distinct = sorted(set(skeletons))
     if len(distinct) == 1:
         return [0] * len(skeletons)
-    from scipy.sparse import hstack
-    from sklearn.cluster import AgglomerativeClustering
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.preprocessing import normalize
+    import sklearn
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.sparse.csgraph import connected_components
+    from sklearn.neighbors import radius_neighbors_graph
 
-    words = TfidfVectorizer(analyzer="word", ngram_range=(1, 3), token_pattern=r"[^ ]+")
-    chars = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5))
-    matrix = normalize(hstack([words.fit_transform(distinct), chars.fit_transform(distinct)]))
-    model = AgglomerativeClustering(
-        n_clusters=None, metric="cosine", linkage="average", distance_threshold=threshold
-    )
-    labels = model.fit_predict(matrix.toarray())
-    by_skeleton = dict(zip(distinct, labels, strict=True))
-    return [int(by_skeleton[s]) for s in skeletons]
+    matrix = vectors(distinct)
+    with sklearn.config_context(working_memory=WORKING_MEMORY_MB):
+        graph = radius_neighbors_graph(matrix, threshold, metric="cosine", mode="connectivity")
+    parts, part_of = connected_components(graph, directed=False)
+    labels = np.empty(len(distinct), dtype=np.int64)
+    members = [[] for _ in range(parts)]
+    for index, part in enumerate(part_of):
+        members[part].append(index)
+    next_label = 0
+    # Just under the threshold: scikit-learn's cut kept merges strictly below it, fcluster's
+    # keeps those at or below.
+    cut = float(np.nextafter(threshold, 0.0))
+    for indices in members:
+        if len(indices) == 1:
+            labels[indices[0]] = next_label
+            next_label += 1
+            continue
+        tree = linkage(_condensed_distances(matrix[indices]), method="average")
+        local = fcluster(tree, t=cut, criterion="distance")
+        # Labels in the order of first appearance, so the result does not depend on scipy's.
+        order: dict[int, int] = {}
+        for index, label in zip(indices, local, strict=True):
+            if label not in order:
+                order[label] = next_label
+                next_label += 1
+            labels[index] = order[label]
+    by_skeleton = dict(zip(distinct, labels.tolist(), strict=True))
+    return [by_skeleton[s] for s in skeletons]
 
 
 def _figures(questions: Sequence[Question], labels: Sequence[int]) -> Figures:

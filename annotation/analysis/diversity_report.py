@@ -1,7 +1,7 @@
 """The diversity report of the final questions or of all candidates, for the page, the API and
-the `question_diversity` command: the questions read in one query, `diversity.analyse` on them,
-the result cached under a hash of what it was computed from (clustering 1,800 questions takes
-about a second and a half; the page shows both scopes)."""
+the `question_diversity` command: the questions read in one query, `diversity.analyse` on them.
+The command computes it now (cached under a hash of what it was computed from); the page and the
+API show what the background job stored (diversity_jobs.py), with when and how long."""
 
 from __future__ import annotations
 
@@ -85,10 +85,28 @@ def guard_prompts(finals: list[tuple[str, int, str]]) -> dict[str, str]:
     return labels
 
 
-def diversity_report(scope: str, *, top: int = 20) -> dict:
-    """The report as plain data (the JSON of the page and the API)."""
+def gather(scope: str) -> tuple[list[diversity.Question], dict[str, str]]:
+    """What the report of a scope is computed from (the database's part): its questions and,
+    for final ones, the guard prompt that chose each."""
     questions, finals = _scope_rows(scope)
-    prompts = guard_prompts(finals) if scope == "final" else {}
+    return questions, guard_prompts(finals) if scope == "final" else {}
+
+
+def build(
+    scope: str, questions: list[diversity.Question], prompts: dict[str, str], *, top: int = 20
+) -> dict:
+    """The report as plain data from what `gather` read (no query: the analysis's part)."""
+    analysed = diversity.analyse(questions, top=top)
+    report = as_dict(scope, analysed)
+    report["guard_prompts"] = _by_guard_prompt(questions, analysed.labels, prompts)
+    return report
+
+
+def diversity_report(scope: str, *, top: int = 20) -> dict:
+    """The report as plain data, computed now (the command, the guard's launch), cached under a
+    hash of what it is computed from. The page and the API show the stored result of the
+    background job instead (diversity_jobs)."""
+    questions, prompts = gather(scope)
     digest = hashlib.sha256(
         json.dumps(
             [
@@ -103,9 +121,7 @@ def diversity_report(scope: str, *, top: int = 20) -> dict:
     key = f"diversity:{digest}"
     cached = cache.get(key)
     if cached is None:
-        analysed = diversity.analyse(questions, top=top)
-        cached = as_dict(scope, analysed)
-        cached["guard_prompts"] = _by_guard_prompt(questions, analysed.labels, prompts)
+        cached = build(scope, questions, prompts, top=top)
         cache.set(key, cached, CACHE_SECONDS)
     return cached
 

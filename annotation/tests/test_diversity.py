@@ -3,7 +3,6 @@ hand, and the page, the API and the command that show them."""
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -11,9 +10,9 @@ import math
 import pytest
 from django.core.cache import cache
 from django.core.management import call_command
-from django.urls import reverse
 
 from annotation.analysis import diversity
+from annotation.analysis import diversity_report as diversity_report_module
 from annotation.analysis.diversity import Question, analyse, skeleton
 from annotation.analysis.diversity_report import diversity_report
 from annotation.models import AuditEvent, FinalQuestion
@@ -96,7 +95,7 @@ def test_analyse_is_deterministic_and_copes_with_nothing_and_one():
     assert f"{one.overall.entropy_bits:.2f}" == "0.00"  # not "-0.00"
 
 
-# --- the page, the API, the command -----------------------------------------------------------
+# --- the command (the page and the API: test_diversity_job.py) --------------------------------
 
 
 @pytest.fixture
@@ -111,76 +110,6 @@ def questions(make_image, root):
         image, (candidate,) = make_image(source_id, [text], entity=entity)
         FinalQuestion.objects.create(image=image, candidate=candidate, text=text, method="manual")
     return texts
-
-
-def test_the_page_shows_both_scopes_to_admins_only(
-    client, questions, root, alice, django_assert_num_queries
-):
-    url = reverse("diversity")
-    client.force_login(alice)
-    assert client.get(url).status_code == 403
-    client.force_login(root)
-    # session, user, their groups, final questions, candidates
-    with django_assert_num_queries(5):
-        page = client.get(url)
-    assert page.status_code == 200
-    html = page.content.decode()
-    assert 'data-testid="templates-final">2 templates' in html
-    assert "what is this &lt;entity&gt; and how fast does it go" in html
-    assert "&lt;script&gt;" in html and "<script>," not in html  # escaped
-    assert reverse("image", args=["d-1"]) in html
-
-
-def test_the_page_exports_csv_and_json_and_refuses_bad_parameters(client, questions, root):
-    client.force_login(root)
-    url = reverse("diversity")
-    data = client.get(url, {"format": "json"}).json()
-    assert set(data) == {"final", "candidates"}
-    assert data["final"]["overall"]["templates"] == 2
-    rows = list(
-        csv.DictReader(
-            io.StringIO(
-                client.get(
-                    url, {"format": "csv", "scope": "final", "table": "domains"}
-                ).content.decode()
-            )
-        )
-    )
-    assert rows[0]["domain"] == "all" and rows[0]["questions"] == "3"
-    templates = list(
-        csv.DictReader(
-            io.StringIO(
-                client.get(
-                    url, {"format": "csv", "scope": "candidates", "table": "templates"}
-                ).content.decode()
-            )
-        )
-    )
-    assert templates[0]["size"] == "2"
-    assert "How fast" not in templates[0]["skeleton"]
-    for bad in (
-        {"format": "xml"},
-        {"format": "csv", "scope": "all"},
-        {"format": "csv", "table": "x"},
-    ):
-        answer = client.get(url, bad)
-        assert answer.status_code == 400
-        assert next(iter(set(bad) - {"format"}), "format") in answer.content.decode()
-
-
-def test_the_api_answers_admins_with_the_report(client, questions, root, alice):
-    url = reverse("api_diversity")
-    assert client.get(url).status_code in (401, 403)
-    client.force_login(alice)
-    assert client.get(url).status_code == 403
-    client.force_login(root)
-    data = client.get(url, {"scope": "final"}).json()
-    assert data["scope"] == "final"
-    assert data["overall"]["templates"] == 2
-    assert data["templates"][0]["examples"][0]["key"] == "d-1"
-    bad = client.get(url, {"scope": "everything"})
-    assert bad.status_code == 400
-    assert "scope" in json.dumps(bad.json())
 
 
 def test_the_command_prints_the_figures_and_json(questions):
@@ -231,7 +160,7 @@ def guarded(make_image, root):
 
 
 def test_the_figures_per_guard_prompt_are_measured_on_the_same_templates(
-    client, guarded, root, django_assert_num_queries
+    guarded, django_assert_num_queries
 ):
     report = diversity_report("final")
     rows = {row["guard_prompt"]: row for row in report["guard_prompts"]}
@@ -244,19 +173,59 @@ def test_the_figures_per_guard_prompt_are_measured_on_the_same_templates(
     assert report["overall"]["templates"] == 3
     assert diversity_report("candidates")["guard_prompts"] == []
 
-    client.force_login(root)
-    cache.clear()
-    # session, user, their groups, final questions, the guard's events, their jobs, candidates
-    with django_assert_num_queries(7):
-        page = client.get(reverse("diversity"))
-    assert 'data-testid="guard-prompts"' in page.content.decode()
-    csv_text = client.get(
-        reverse("diversity"), {"format": "csv", "scope": "final", "table": "guard_prompts"}
-    ).content.decode()
-    table = {row["guard_prompt"]: row for row in csv.DictReader(io.StringIO(csv_text))}
-    assert table["guard v2"]["templates"] == "2"
-    api = client.get(reverse("api_diversity"), {"scope": "final"}).json()
-    assert {row["guard_prompt"] for row in api["guard_prompts"]} == set(rows)
+    # What the report is computed from: the final questions, the guard's events, their jobs.
+    with django_assert_num_queries(3):
+        diversity_report_gathered = diversity_report_module.gather("final")
+    assert len(diversity_report_gathered[0]) == 5
     out = io.StringIO()
     call_command("question_diversity", "--scope", "final", stdout=out)
     assert "guard v2: 2 question(s), 2 template(s)" in out.getvalue()
+
+
+# --- at full size: sparse, by parts, a cap on what one text brings ---------------------------
+
+
+def test_clustering_by_parts_finds_what_average_linkage_on_all_pairs_finds():
+    """The clusters are those of scikit-learn's average linkage over every pair (the dense
+    matrix the analysis used to build), on questions that do not collapse into few skeletons."""
+    from sklearn.cluster import AgglomerativeClustering
+
+    from tests.question_sets import varied_questions
+
+    questions, _ = varied_questions(400, seed=2)
+    words = diversity.domain_tied_words(questions)
+    skeletons = sorted({skeleton(question, words) for question in questions})
+    assert len(skeletons) > 350  # they do not collapse
+    dense = AgglomerativeClustering(
+        n_clusters=None,
+        metric="cosine",
+        linkage="average",
+        distance_threshold=diversity.DISTANCE_THRESHOLD,
+    ).fit_predict(diversity.vectors(skeletons).toarray())
+    found = diversity.cluster(skeletons)
+    assert diversity.adjusted_rand(dense, found) == 1.0
+    assert 30 < len(set(found)) < len(skeletons)
+
+
+def test_a_long_text_brings_no_more_than_the_cap_and_the_matrix_stays_sparse():
+    from scipy.sparse import issparse
+
+    junk = " ".join(f"w{n}x{n * 7 % 13}" for n in range(400))  # about 3,000 characters
+    assert len(junk) > 2000
+    matrix = diversity.vectors([junk, "what is this <entity>", "how old is this <entity>"])
+    assert issparse(matrix)
+    capped = diversity.capped(junk)
+    assert len(capped) <= diversity.MAX_CHARS
+    assert len(capped.split(" ")) <= diversity.MAX_TOKENS
+    # Its row holds the n-grams of the capped text only: at most (words x 3) + (chars x 3).
+    assert matrix[0].nnz <= 3 * diversity.MAX_TOKENS + 3 * diversity.MAX_CHARS
+    assert matrix[0].nnz == diversity.vectors([capped, "x y"])[0].nnz
+    # Fifty such texts among questions: the same once cut (their numbers come after the cap),
+    # so one template, and the questions' own template is found beside it.
+    questions = [q(f"{junk} {n}", entity="Junk", key=f"j{n}") for n in range(50)]
+    questions += [
+        q(f"What is this Vespa {n}, and how fast does it go?", entity="Vespa", key=f"v{n}")
+        for n in range(5)
+    ]
+    report = analyse(questions)
+    assert [t.size for t in report.templates] == [50, 5]
