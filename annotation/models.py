@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 
@@ -224,6 +225,35 @@ class CandidateQuerySet(models.QuerySet):
             & ~Exists(reviewed)
         )
         return self.filter(reviewable | Q(Exists(held_gold), status=CandidateStatus.GOLD))
+
+    def waiting_counts(self, user, now=None) -> dict[str, int]:
+        """waiting_for split in one query, as review_claim offers them: "waiting", the ones this
+        person can be given now, and "held", open ones whose two review slots are taken by other
+        people's reviews and unexpired claims (they come back if a claim lapses)."""
+        now = now or timezone.now()
+        slots = Subquery(
+            Review.objects.filter(candidate=OuterRef("pk"))
+            .order_by()
+            .values("candidate")
+            .annotate(n=Count("pk"))
+            .values("n"),
+            output_field=models.IntegerField(),
+        )
+        claims = Subquery(
+            ReviewClaim.objects.filter(candidate=OuterRef("pk"), expires_at__gt=now)
+            .exclude(annotator=user)
+            .order_by()
+            .values("candidate")
+            .annotate(n=Count("pk"))
+            .values("n"),
+            output_field=models.IntegerField(),
+        )
+        full = Q(status=CandidateStatus.OPEN, n_taken__gte=2)
+        return (
+            self.waiting_for(user, now)
+            .annotate(n_taken=Coalesce(slots, 0) + Coalesce(claims, 0))
+            .aggregate(waiting=Count("pk", filter=~full), held=Count("pk", filter=full))
+        )
 
     def adjudicable_by(self, user) -> CandidateQuerySet:
         reviewed = Review.objects.filter(candidate=OuterRef("pk"), annotator=user)
