@@ -52,7 +52,7 @@ class CandidateOrigin(models.TextChoices):
 class ImageStatus(models.TextChoices):
     NEEDS_CANDIDATES = "needs_candidates", "Needs candidates"
     IN_REVIEW = "in_review", "In review"
-    AWAITING_GUARD = "awaiting_guard", "Awaiting the guard"  # accepted candidates, no question
+    AWAITING_GUARD = "awaiting_guard", "Awaiting the guard"  # an accepted candidate, no question
     HAS_QUESTION = "has_question", "Has its question"
 
 
@@ -115,8 +115,8 @@ class ImageQuerySet(models.QuerySet):
         return self.filter(
             {
                 ImageStatus.HAS_QUESTION: Q(has_question=True),
-                ImageStatus.IN_REVIEW: no_question & Q(n_pending__gt=0),
-                ImageStatus.AWAITING_GUARD: no_question & Q(n_pending=0, n_accepted__gt=0),
+                ImageStatus.IN_REVIEW: no_question & Q(n_pending__gt=0, n_accepted=0),
+                ImageStatus.AWAITING_GUARD: no_question & Q(n_accepted__gt=0),
                 ImageStatus.NEEDS_CANDIDATES: no_question & Q(n_pending=0, n_accepted=0),
             }[ImageStatus(state)]
         )
@@ -192,12 +192,16 @@ class DomainMapping(models.Model):
 
 
 def image_status(*, n_pending: int, n_accepted: int, has_question: bool) -> ImageStatus:
+    """An image's one state. An accepted candidate and no question is "Awaiting the guard"
+    whether or not other candidates are still in review: the guard takes the image as it is
+    (guard_launch), so the images card and the guard's wait on the pipeline page count the same
+    images (ImageQuerySet.in_state is the same rule in SQL)."""
     if has_question:
         return ImageStatus.HAS_QUESTION
-    if n_pending:
-        return ImageStatus.IN_REVIEW
     if n_accepted:
         return ImageStatus.AWAITING_GUARD
+    if n_pending:
+        return ImageStatus.IN_REVIEW
     return ImageStatus.NEEDS_CANDIDATES
 
 
