@@ -528,6 +528,23 @@
     if (event.target.name === "decision") {
       showRevision(event.target.form, event.target.value === "revise");
     }
+    if (event.target.type === "checkbox" && event.target.form) followLabels(event.target.form);
+  });
+
+  // A submit button that says what it will do: data-label-on while the checkbox it names
+  // (data-label-follows) is ticked, data-label-off otherwise ("Check" on a dry run, "Import").
+  // Also on pageshow: a form the browser restored (Back) may come back unticked.
+  function followLabels(form) {
+    form.querySelectorAll("[data-label-follows]").forEach(function (button) {
+      const box = form.elements.namedItem(button.dataset.labelFollows);
+      if (!box) return;
+      button.textContent = box.checked ? button.dataset.labelOn : button.dataset.labelOff;
+    });
+  }
+  window.addEventListener("pageshow", function () {
+    document.querySelectorAll("form").forEach(function (form) {
+      if (form.querySelector("[data-label-follows]")) followLabels(form);
+    });
   });
 
   document.addEventListener("click", function (event) {
