@@ -4,6 +4,8 @@ isolated."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -23,3 +25,29 @@ def test_the_crag_mm_button_says_check_on_a_dry_run_and_import_otherwise(root, l
     form.get_by_label("Dry run (write nothing)").focus()
     page.keyboard.press("Space")
     expect(form.locator("button[type=submit]")).to_have_text("Check")
+
+
+def test_completing_a_round_by_the_c_key_lands_on_the_rubrics_address(dave, log_in):
+    from rubrics import services as rubric_services
+    from rubrics.models import Stage
+    from rubrics.tests.conftest import make_question, sample_meta
+
+    for n in range(2):
+        rubric_services.rubric_version_create(
+            question=make_question(f"img-{n}"),
+            meta_document=sample_meta(),
+            stage=Stage.LLM_REFINED_1,
+            made_by_model="fake",
+        )
+    page = log_in("dave").page
+    page.goto("/rubrics/")
+    page.get_by_role("button", name="Start the next rubric").click()
+    expect(page.get_by_role("heading", name="Meta-rubric")).to_be_visible()
+    workspace = page.url
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.keyboard.press("c")
+    expect(page.get_by_text("Round complete")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"/rubrics/$"))
+    assert page.url != workspace
+    # Back goes to the workspace (frozen now), not to a stale copy of the list.
+    expect(page.get_by_test_id("rubrics-waiting")).to_have_text("1")
