@@ -47,3 +47,32 @@ def test_review_waiting_counts_a_free_slot_and_the_candidate_held(client, make_i
     # Her own claim does not count against her.
     html = client.get(reverse("review")).content.decode()
     assert _figure(html, "waiting") == "1"
+
+
+def test_the_weekly_trend_is_drawn_from_two_weeks_with_points_and_labels():
+    from annotation.analysis.quality_report import trend_chart
+
+    def week(day, accuracy, overturn):
+        return {
+            "week": day,
+            "annotator": "all",
+            "gold_accuracy": accuracy,
+            "overturn_rate": overturn,
+        }
+
+    one = trend_chart([week("2026-11-30", 0.5, None)])
+    assert one["drawn"] is False and one["weeks"] == ["2026-11-30"]
+    two = trend_chart(
+        [
+            week("2026-11-23", 1.0, 0.25),
+            {**week("2026-11-23", 0, 0), "annotator": "alice"},
+            week("2026-11-30", 0.5, None),
+        ]
+    )
+    assert two["drawn"] is True
+    assert two["accuracy_marks"] == [
+        ("0.0", "0.0", "2026-11-23: 100%"),
+        ("100.0", "20.0", "2026-11-30: 50%"),
+    ]
+    assert two["overturn_marks"] == [("0.0", "30.0", "2026-11-23: 25%")]  # a gap where none
+    assert two["accuracy"] == "0.0,0.0 100.0,20.0"
