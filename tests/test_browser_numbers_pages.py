@@ -51,3 +51,39 @@ def test_completing_a_round_by_the_c_key_lands_on_the_rubrics_address(dave, log_
     assert page.url != workspace
     # Back goes to the workspace (frozen now), not to a stale copy of the list.
     expect(page.get_by_test_id("rubrics-waiting")).to_have_text("1")
+
+
+def _box(locator) -> dict:
+    box = locator.bounding_box()
+    assert box is not None
+    return box
+
+
+def test_spot_check_forms_sit_on_one_line_and_the_label_filters_are_apart(root, log_in):
+    page = log_in("root").page
+    page.goto("/judging/spot-checks/results/")
+    draw = page.get_by_label("Draw")
+    button = page.get_by_role("button", name="Draw", exact=True)
+    # The number box is short, and its button on the same line as it.
+    assert _box(draw)["width"] < 140
+    assert abs(_box(draw)["y"] - _box(button)["y"]) < 12
+    audit = page.get_by_test_id("audit")
+    pairs, twice = audit.get_by_label("Add"), audit.get_by_label("graded twice")
+    draw_audit = audit.get_by_role("button", name="Draw the audit")
+    tops = {round(_box(x)["y"] / 20) for x in (pairs, twice, draw_audit)}
+    assert len(tops) == 1, [_box(x) for x in (pairs, twice, draw_audit)]
+    # By keys: Tab goes from the count to the share to the button.
+    pairs.focus()
+    page.keyboard.press("Tab")
+    expect(twice).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(draw_audit).to_be_focused()
+
+    page.goto("/judging/spot-checks/quality/")
+    links = page.get_by_test_id("label-filters").get_by_role("link")
+    expect(links).to_have_count(3)
+    boxes = [_box(links.nth(i)) for i in range(3)]
+    for left, right in zip(boxes, boxes[1:], strict=False):
+        assert right["x"] >= left["x"] + left["width"] + 4  # a visible gap between the links
+    links.nth(1).click()
+    expect(links.nth(1)).to_have_attribute("aria-current", "page")
