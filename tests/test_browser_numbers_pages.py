@@ -87,3 +87,37 @@ def test_spot_check_forms_sit_on_one_line_and_the_label_filters_are_apart(root, 
         assert right["x"] >= left["x"] + left["width"] + 4  # a visible gap between the links
     links.nth(1).click()
     expect(links.nth(1)).to_have_attribute("aria-current", "page")
+
+
+def test_the_judging_forms_read_forwards_and_offer_batch_only_beside_a_gemini_judge(root, log_in):
+    from judging.models import EvaluatedModel, Judge
+    from llm.models import LLMModel
+
+    prices = {"price_input_per_million": 1, "price_output_per_million": 10}
+    flash = LLMModel.objects.create(
+        name="flash", provider="gemini", model="gemini-2.5-flash", **prices
+    )
+    gpt = LLMModel.objects.create(name="gpt", provider="openai", model="gpt-4.1-mini", **prices)
+    EvaluatedModel.objects.create(name="model-a", llm_model=flash)
+    Judge.objects.create(name="judge-on-gemini", llm_model=flash)
+    Judge.objects.create(name="judge-on-openai", llm_model=gpt)
+    page = log_in("root").page
+    page.goto("/judging/runs/")
+    for card, first in (("collect", "Evaluated model"), ("judge", "Judge")):
+        labels = page.get_by_test_id(card).locator("form label").all_inner_texts()
+        assert labels[0].startswith(first), labels
+        assert labels[-2].startswith("Only these images") and labels[-1].startswith("Fresh"), labels
+    judge = page.get_by_test_id("judge")
+    batch = judge.get_by_label("Through Gemini's Batch API", exact=False)
+    # By keys: choose the OpenAI judge in the list; the Batch API is no longer offered.
+    judge.get_by_role("combobox", name="Judge").select_option("judge-on-gemini")
+    expect(batch).to_be_visible()
+    batch.check()
+    judge.get_by_role("combobox", name="Judge").focus()
+    judge.get_by_role("combobox", name="Judge").select_option(label="judge-on-openai")
+    expect(batch).to_be_hidden()
+    expect(batch).to_be_disabled()
+    expect(batch).not_to_be_checked()
+    judge.get_by_role("combobox", name="Judge").select_option(label="judge-on-gemini")
+    expect(batch).to_be_visible()
+    expect(batch).to_be_enabled()
