@@ -121,3 +121,46 @@ def test_the_judging_forms_read_forwards_and_offer_batch_only_beside_a_gemini_ju
     judge.get_by_role("combobox", name="Judge").select_option(label="judge-on-gemini")
     expect(batch).to_be_visible()
     expect(batch).to_be_enabled()
+
+
+ARABIC_QUESTION = "ما اسم هذا الطبق؟ (the dish on the plate)"
+
+
+def test_right_to_left_texts_are_isolated_on_the_adjudication_page(
+    make_image, alice, bob, carol, log_in
+):
+    from annotation.review import services
+
+    _, (candidate,) = make_image("img-rtl", [ARABIC_QUESTION], entity="كسكس Couscous")
+    services.review_submit(
+        user=alice, candidate_id=candidate.pk, decision="accept", comment="واضح “clear” enough"
+    )
+    services.review_submit(
+        user=bob,
+        candidate_id=candidate.pk,
+        decision="revise",
+        revised_text="ما اسم هذا الطبق المغربي؟ (the Moroccan dish)",
+        reasons=["unnatural_wording"],
+    )
+    page = log_in("carol").page
+    page.goto("/adjudicate/")
+    question = page.get_by_test_id("question")
+    expect(question).to_have_text(ARABIC_QUESTION)
+    expect(question).to_have_attribute("dir", "auto")
+    direction = "(el) => getComputedStyle(el).direction"
+    assert question.evaluate(direction) == "rtl"  # the first strong letter is Arabic
+    diff = page.get_by_test_id("review-2").get_by_test_id("diff")
+    assert diff.evaluate(direction) == "rtl"
+    assert diff.locator("ins").first.evaluate("(el) => getComputedStyle(el).unicodeBidi") == (
+        "isolate"
+    )
+    # The comment sits in a <bdi> between the page's own quotes, which stay outside it.
+    comment = page.get_by_test_id("review-1").get_by_test_id("comment")
+    expect(comment.locator("bdi")).to_have_text("واضح “clear” enough")
+    assert comment.inner_text().startswith("“") and comment.inner_text().endswith("”")
+    # The page's own English stays left to right.
+    assert page.locator("h3").first.evaluate(direction) == "ltr"
+    # The revision box takes its direction from what is in it (the Arabic question now).
+    box = page.locator("textarea[name=revised_text]")
+    expect(box).to_have_attribute("dir", "auto")
+    assert box.evaluate(direction) == "rtl"
