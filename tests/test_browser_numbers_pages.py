@@ -164,3 +164,68 @@ def test_right_to_left_texts_are_isolated_on_the_adjudication_page(
     box = page.locator("textarea[name=revised_text]")
     expect(box).to_have_attribute("dir", "auto")
     assert box.evaluate(direction) == "rtl"
+
+
+PHONE = {"width": 390, "height": 844}
+WIDTH = "document.documentElement.scrollWidth"
+# What sticks out past the right edge: for the message of a failed assertion.
+WIDE = """() => Array.from(document.querySelectorAll("body *")).filter((el) =>
+  el.getBoundingClientRect().right > 391).slice(0, 8).map((el) =>
+  el.tagName + "." + el.className + " " + Math.round(el.getBoundingClientRect().right))"""
+
+
+def test_at_390_px_the_daily_pages_fit_and_tables_scroll_in_their_own_box(
+    make_image, alice, bob, carol, root, log_in, screenshot
+):
+    from annotation.models import Image
+    from annotation.review import services
+
+    _, (c,) = make_image("img-1", ["What is this dish and how is it made in the region?"])
+    services.review_submit(user=alice, candidate_id=c.pk, decision="accept")
+    services.review_submit(
+        user=bob,
+        candidate_id=c.pk,
+        decision="revise",
+        revised_text="What is this dish, and how is it cooked in the region it comes from?",
+    )
+    make_image("img-2", ["Which region is this long-named dish from, and since when?"])
+    proposed, _ = make_image("img-3", [])
+    Image.objects.filter(pk=proposed.pk).update(entity="Citroën 2CV", entity_confirmed=False)
+    for username, url in (
+        ("alice", "/review/"),
+        ("carol", "/adjudicate/"),
+        ("alice", "/entities/"),
+    ):
+        page = log_in(username).page
+        page.set_viewport_size(PHONE)
+        page.goto(url)
+        expect(page.locator("#panel img").first).to_be_visible()
+        assert page.evaluate(WIDTH) <= 390, (url, page.evaluate(WIDTH), page.evaluate(WIDE))
+        photo = page.locator("#panel img").first.bounding_box()
+        assert photo["x"] >= 0 and photo["x"] + photo["width"] <= 390, (url, photo)
+        if url != "/entities/":
+            question = page.get_by_test_id("question").bounding_box()
+            assert question["x"] >= 0 and question["x"] + question["width"] <= 390, url
+            keys = page.locator("#panel").get_by_role("button", name="Keys (?)")
+            box = keys.bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= 390, (url, box)
+        # The menu is compact: the whole top bar takes under a fifth of the screen.
+        assert page.locator("header.topbar").bounding_box()["height"] < 844 / 5, url
+        screenshot(page, f"phone{url.replace('/', '-')}")
+    page = log_in("root").page
+    page.set_viewport_size(PHONE)
+    for url in ("/pipeline/", "/images/", "/judging/runs/"):
+        page.goto(url)
+        assert page.evaluate(WIDTH) <= 390, (url, page.evaluate(WIDTH), page.evaluate(WIDE))
+        assert page.locator("header.topbar").bounding_box()["height"] < 844 / 5, url
+    # A wide table scrolls inside its own box, by mouse wheel or by keys, not the page.
+    page.goto("/images/")
+    table = page.get_by_test_id("image-list")
+    assert table.evaluate("(el) => el.scrollWidth > el.clientWidth") or (
+        table.bounding_box()["width"] <= 390
+    )
+    # The menu's links are all reachable: it scrolls sideways in its own row.
+    nav = page.get_by_role("navigation", name="Main")
+    last = nav.get_by_role("link").last
+    last.focus()
+    expect(last).to_be_in_viewport()
