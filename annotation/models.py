@@ -175,6 +175,57 @@ class Image(models.Model):
         return self.source_id
 
 
+# The method's everyday domains and the demo's "people": the first rows of the Domain table
+# (migration 0008 seeds them, with every domain images already had). The demo's short names
+# are the ones kept: "objects" and "places" (CRAG-MM's mapping said "everyday objects" and
+# "local places"; 0008 renames those).
+DEFAULT_DOMAINS = (
+    "animals",
+    "plants",
+    "food",
+    "vehicles",
+    "places",
+    "objects",
+    "consumer products",
+    "books",
+    "style and fashion",
+    "sports and games",
+    "people",
+)
+
+
+def domain_key(name: str) -> str:
+    """How domain names are compared: lower case, single spaces, underscores as spaces."""
+    return " ".join(str(name).replace("_", " ").lower().split())
+
+
+class Domain(models.Model):
+    """The one list of the benchmark's domains (admin-editable). Every import maps its rows'
+    domains to a name of this list (compared by `domain_key`) or refuses the row; filters,
+    by-domain tables and the diversity report then show each domain once."""
+
+    name = models.CharField(max_length=100, unique=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        self.name = " ".join(self.name.split())
+        twin = Domain.objects.exclude(pk=self.pk).filter(name__iexact=self.name).first()
+        if twin is not None:
+            raise ValidationError({"name": f"The domain {twin.name!r} is already in the list."})
+
+
+def known_domains() -> dict[str, str]:
+    """domain_key(name) -> name, for every domain of the list (one query)."""
+    return {domain_key(name): name for name in Domain.objects.values_list("name", flat=True)}
+
+
 class DomainMapping(models.Model):
     """A dataset's domain label (CRAG-MM's 13) -> the benchmark's domain; an empty domain
     leaves the label's rows out of the import. Edited by admins in /admin/."""
@@ -189,6 +240,19 @@ class DomainMapping(models.Model):
 
     def __str__(self) -> str:
         return f"{self.label} -> {self.domain or '(left out)'}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if not self.domain.strip():
+            self.domain = ""
+            return
+        name = known_domains().get(domain_key(self.domain))
+        if name is None:
+            raise ValidationError(
+                {"domain": f"{self.domain!r} is not in the list of domains: add it there first."}
+            )
+        self.domain = name
 
 
 def image_status(*, n_pending: int, n_accepted: int, has_question: bool) -> ImageStatus:
