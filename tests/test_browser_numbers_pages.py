@@ -229,3 +229,39 @@ def test_at_390_px_the_daily_pages_fit_and_tables_scroll_in_their_own_box(
     last = nav.get_by_role("link").last
     last.focus()
     expect(last).to_be_in_viewport()
+
+
+def test_leaderboard_names_stay_on_one_line_and_an_unranked_row_says_why(root, log_in):
+    from judging.models import EvaluatedModel, Judge, Response
+    from judging.tests.conftest import final_checks, make_question
+    from judging.verdicts.services import verdict_record
+
+    judge = Judge.objects.create(name="gemini-judge")
+    questions = [make_question(f"lq{i}", tiers=("answer_critical", "valuable")) for i in range(4)]
+    full = EvaluatedModel.objects.create(name="gemini-2.5-flash-preview-09-2025-multimodal")
+    once = EvaluatedModel.objects.create(name="gpt-4.1-mini-2025-04-14-text-only-run")
+    for i, question in enumerate(questions):
+        for model in (full, once) if i == 0 else (full,):
+            response = Response.objects.create(
+                model=model, question=question, setting="multimodal", text="An answer."
+            )
+            for k, check in enumerate(final_checks(question)):
+                verdict = "missing" if (model == full and i == k) else "meets"
+                verdict_record(judge=judge, response=response, check=check, verdict=verdict)
+    page = log_in("root").page
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.goto("/leaderboard/")
+    table = page.get_by_test_id("leaderboard")
+    expect(table.get_by_test_id("rank")).to_have_text(["1", "–"])
+    expect(table.get_by_test_id("unranked-why")).to_have_text(
+        "not ranked: scored on 1 of 4 questions"
+    )
+    expect(table.get_by_test_id("interval").nth(1)).to_have_text("n too small")
+    # Each model's name is on one line: its text makes one line box, not three.
+    lines = """(el) => { const r = document.createRange(); r.selectNodeContents(el.firstChild);
+      return new Set(Array.from(r.getClientRects()).map((b) => Math.round(b.top))).size; }"""
+    for n in range(2):
+        assert table.locator("td.model").nth(n).evaluate(lines) == 1
+    # The chart column is narrow beside the names.
+    chart = table.locator("th.chart-col").bounding_box()
+    assert chart["width"] < 200
