@@ -7,6 +7,7 @@ from core.admin import ReadOnly
 from .models import (
     AuditEvent,
     Candidate,
+    Domain,
     DomainMapping,
     FinalQuestion,
     Image,
@@ -49,6 +50,14 @@ class AuditEventAdmin(ReadOnly):
 
 
 admin.site.register(ImportBatch, ReadOnly)
+
+
+@admin.register(Domain)
+class DomainAdmin(admin.ModelAdmin):
+    """The one list of the benchmark's domains: every import maps to it or refuses the row."""
+
+    list_display = ("name",)
+    search_fields = ("name",)
 
 
 @admin.register(DomainMapping)

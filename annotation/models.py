@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Count, Exists, F, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 
@@ -51,7 +52,7 @@ class CandidateOrigin(models.TextChoices):
 class ImageStatus(models.TextChoices):
     NEEDS_CANDIDATES = "needs_candidates", "Needs candidates"
     IN_REVIEW = "in_review", "In review"
-    AWAITING_GUARD = "awaiting_guard", "Awaiting the guard"  # accepted candidates, no question
+    AWAITING_GUARD = "awaiting_guard", "Awaiting the guard"  # an accepted candidate, no question
     HAS_QUESTION = "has_question", "Has its question"
 
 
@@ -114,8 +115,8 @@ class ImageQuerySet(models.QuerySet):
         return self.filter(
             {
                 ImageStatus.HAS_QUESTION: Q(has_question=True),
-                ImageStatus.IN_REVIEW: no_question & Q(n_pending__gt=0),
-                ImageStatus.AWAITING_GUARD: no_question & Q(n_pending=0, n_accepted__gt=0),
+                ImageStatus.IN_REVIEW: no_question & Q(n_pending__gt=0, n_accepted=0),
+                ImageStatus.AWAITING_GUARD: no_question & Q(n_accepted__gt=0),
                 ImageStatus.NEEDS_CANDIDATES: no_question & Q(n_pending=0, n_accepted=0),
             }[ImageStatus(state)]
         )
@@ -174,6 +175,60 @@ class Image(models.Model):
         return self.source_id
 
 
+# The method's everyday domains and the demo's "people": the first rows of the Domain table
+# (migration 0008 seeds them, with every domain images already had). The demo's short names
+# are the ones kept: "objects" and "places" (CRAG-MM's mapping said "everyday objects" and
+# "local places"; 0008 renames those).
+DEFAULT_DOMAINS = (
+    "animals",
+    "plants",
+    "food",
+    "vehicles",
+    "places",
+    "objects",
+    "consumer products",
+    "books",
+    "style and fashion",
+    "sports and games",
+    "people",
+)
+
+
+def domain_key(name: str) -> str:
+    """How domain names are compared: lower case, single spaces, underscores as spaces."""
+    return " ".join(str(name).replace("_", " ").lower().split())
+
+
+class Domain(models.Model):
+    """The one list of the benchmark's domains (admin-editable). Every import maps its rows'
+    domains to a name of this list (compared by `domain_key`) or refuses the row; filters,
+    by-domain tables and the diversity report then show each domain once."""
+
+    name = models.CharField(max_length=100, unique=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        self.name = " ".join(self.name.split())
+        twin = Domain.objects.exclude(pk=self.pk).filter(name__iexact=self.name).first()
+        if twin is not None:
+            raise ValidationError({"name": f"The domain {twin.name!r} is already in the list."})
+
+
+def known_domains() -> dict[str, str]:
+    """domain_key(name) -> name, for every domain of the list (one query). An empty list (a
+    database flushed after its migrations ran, as a transactional test leaves it) stands for
+    DEFAULT_DOMAINS, so that no import is refused for want of a list."""
+    names = list(Domain.objects.values_list("name", flat=True)) or list(DEFAULT_DOMAINS)
+    return {domain_key(name): name for name in names}
+
+
 class DomainMapping(models.Model):
     """A dataset's domain label (CRAG-MM's 13) -> the benchmark's domain; an empty domain
     leaves the label's rows out of the import. Edited by admins in /admin/."""
@@ -189,14 +244,31 @@ class DomainMapping(models.Model):
     def __str__(self) -> str:
         return f"{self.label} -> {self.domain or '(left out)'}"
 
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if not self.domain.strip():
+            self.domain = ""
+            return
+        name = known_domains().get(domain_key(self.domain))
+        if name is None:
+            raise ValidationError(
+                {"domain": f"{self.domain!r} is not in the list of domains: add it there first."}
+            )
+        self.domain = name
+
 
 def image_status(*, n_pending: int, n_accepted: int, has_question: bool) -> ImageStatus:
+    """An image's one state. An accepted candidate and no question is "Awaiting the guard"
+    whether or not other candidates are still in review: the guard takes the image as it is
+    (guard_launch), so the images card and the guard's wait on the pipeline page count the same
+    images (ImageQuerySet.in_state is the same rule in SQL)."""
     if has_question:
         return ImageStatus.HAS_QUESTION
-    if n_pending:
-        return ImageStatus.IN_REVIEW
     if n_accepted:
         return ImageStatus.AWAITING_GUARD
+    if n_pending:
+        return ImageStatus.IN_REVIEW
     return ImageStatus.NEEDS_CANDIDATES
 
 
@@ -208,15 +280,18 @@ class CandidateQuerySet(models.QuerySet):
             Q(author=user) | Q(co_author=user) | Q(reviews__annotator=user)
         )
 
-    def waiting_count(self, user, now=None) -> int:
-        """What "Waiting" counts for this person on every page: the candidates they may still
-        review, and a gold item they hold (it stands for the real candidate it looks like).
-        One count everywhere, so that no page tells a gold item by a count one higher.
+    def waiting_counts(self, user, now=None) -> dict[str, int]:
+        """What "Waiting" counts for this person on every page, as review_claim offers them:
+        "waiting", the ones they can be given now (open candidates they may still review, and a
+        gold item they hold: it stands for the real candidate it looks like, so that no page
+        tells a gold item by a count one higher), and "held", open ones whose two review slots
+        other people's reviews and unexpired claims take (they come back if a claim lapses).
 
-        One query, as a UNION ALL of the two parts (an open candidate is never gold): each part
-        uses its own index. Written as one filter with OR, PostgreSQL scanned every candidate
-        and costed the review subquery per row, enough to start its JIT compiler: 36 ms a count
-        against 6.5 ms (12,000 candidates, bench/run_team_bench.sh's data)."""
+        Two queries. The total is a UNION ALL of the two parts (an open candidate is never
+        gold), each on its own index: written as one filter with OR, PostgreSQL scanned every
+        candidate and costed the review subquery per row, enough to start its JIT compiler (36
+        ms against 6.5 ms on bench/run_team_bench.sh's 12,000 candidates). "held" looks only at
+        the candidates someone else holds a claim on (a slot count per candidate is then cheap)."""
         now = now or timezone.now()
         held_gold = ReviewClaim.objects.filter(
             candidate=OuterRef("pk"), annotator=user, expires_at__gt=now
@@ -228,9 +303,33 @@ class CandidateQuerySet(models.QuerySet):
             .filter(~Exists(reviewed))
         )
         gold = self.filter(Exists(held_gold), status=CandidateStatus.GOLD)
-        return (
+        total = (
             reviewable.order_by().values("pk").union(gold.order_by().values("pk"), all=True).count()
         )
+        others = ReviewClaim.objects.filter(expires_at__gt=now).exclude(annotator=user)
+        slots = Subquery(
+            Review.objects.filter(candidate=OuterRef("pk"))
+            .order_by()
+            .values("candidate")
+            .annotate(n=Count("pk"))
+            .values("n"),
+            output_field=models.IntegerField(),
+        )
+        claims = Subquery(
+            others.filter(candidate=OuterRef("pk"))
+            .order_by()
+            .values("candidate")
+            .annotate(n=Count("pk"))
+            .values("n"),
+            output_field=models.IntegerField(),
+        )
+        held = (
+            reviewable.filter(pk__in=others.values("candidate"))
+            .annotate(n_taken=Coalesce(slots, 0) + Coalesce(claims, 0))
+            .filter(n_taken__gte=2)
+            .count()
+        )
+        return {"waiting": total - held, "held": held}
 
     def adjudicable_by(self, user) -> CandidateQuerySet:
         reviewed = Review.objects.filter(candidate=OuterRef("pk"), annotator=user)

@@ -84,24 +84,32 @@ WEEK_COLUMNS = ["week", *ANNOTATOR_COLUMNS]
 
 
 def trend_chart(weeks: list[dict], *, width: int = 100, height: int = 40) -> dict:
-    """Everyone's weekly gold accuracy and overturn rate as SVG polyline points on a
-    width x height box (0 % at the bottom, 100 % at the top); weeks without data are gaps."""
+    """Everyone's weekly gold accuracy and overturn rate on a width x height box (0 % at the
+    bottom, 100 % at the top): SVG polyline points and each point's (x, y, label) for a marker
+    with its value; weeks without data are gaps. `drawn` is False under two weeks: one week is
+    a single point, not a trend, and the page says so instead of drawing an empty box."""
     overall = [w for w in weeks if w["annotator"] == "all"]
     n = len(overall)
 
-    def points(field: str) -> str:
+    def marks(field: str) -> list[tuple[str, str, str]]:
         out = []
         for i, w in enumerate(overall):
             if w[field] is None:
                 continue
             x = width * (i / (n - 1) if n > 1 else 0.5)
-            out.append(f"{x:.1f},{height * (1 - w[field]):.1f}")
-        return " ".join(out)
+            out.append(
+                (f"{x:.1f}", f"{height * (1 - w[field]):.1f}", f"{w['week']}: {w[field]:.0%}")
+            )
+        return out
 
+    accuracy, overturn = marks("gold_accuracy"), marks("overturn_rate")
     return {
         "weeks": [w["week"] for w in overall],
-        "accuracy": points("gold_accuracy"),
-        "overturn": points("overturn_rate"),
+        "drawn": n >= 2,
+        "accuracy": " ".join(f"{x},{y}" for x, y, _ in accuracy),
+        "overturn": " ".join(f"{x},{y}" for x, y, _ in overturn),
+        "accuracy_marks": accuracy,
+        "overturn_marks": overturn,
         "width": width,
         "height": height,
     }

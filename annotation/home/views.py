@@ -87,7 +87,7 @@ def my_work(request: HttpRequest) -> HttpResponse:
     seconds = sorted(
         mine.filter(created_at__gte=week, seconds__isnull=False).values_list("seconds", flat=True)
     )
-    waiting = Candidate.objects.waiting_count(user)
+    waiting = Candidate.objects.waiting_counts(user)["waiting"]
     session = figures["today"] + waiting
     return render(
         request,

@@ -28,7 +28,7 @@ from django.conf import settings
 from core.errors import InvalidInput
 from core.text import SOURCE_ID_MAX, clean_source_id, clean_text
 
-from ..models import Image, Popularity
+from ..models import Image, Popularity, domain_key, known_domains
 from .importing import (
     CHUNK,
     IMAGE_FORMATS,
@@ -74,8 +74,8 @@ DEFAULT_DOMAIN_MAP = {
     "plants and gardening": "plants",
     "food": "food",
     "vehicle": "vehicles",
-    "local": "local places",
-    "general object recognition": "everyday objects",
+    "local": "places",
+    "general object recognition": "objects",
     "shopping": "consumer products",
     "book": "books",
     "style and fashion": "style and fashion",
@@ -609,6 +609,18 @@ def crag_mm_import(
     )
 
 
+def domain_mapping_problems(mapping: dict[str, str]) -> list[str]:
+    """The domain table's rows whose benchmark domain is not in the list of domains (Domain):
+    the import is refused with each named, so that no row lands under a second name."""
+    domains = known_domains()
+    return [
+        f"the domain table maps CRAG-MM's {label!r} to {domain!r}, which is not in the list of "
+        "domains: add it there (admin: Domains) or change the mapping"
+        for label, domain in sorted(mapping.items())
+        if domain and domain_key(domain) not in domains
+    ]
+
+
 def domain_mapping() -> dict[str, str]:
     """The admin's table: CRAG-MM label (compared by `label_key`) -> our domain, '' to leave
     the label out."""
@@ -712,6 +724,9 @@ def crag_mm_from_upload(
                     out.write(chunk)
             known = read_entities(path)
         mapping = domain_mapping()
+        unknown = domain_mapping_problems(mapping)
+        if unknown:
+            raise ImportProblems(unknown)
         plan = crag_mm_plan(
             folder, split=split, mapping=mapping, workdir=images, entities=known, revision=revision
         )

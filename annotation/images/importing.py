@@ -49,6 +49,8 @@ from ..models import (
     Image,
     ImportBatch,
     Popularity,
+    domain_key,
+    known_domains,
 )
 
 REQUIRED = ("source_id", "image", "entity", "domain", "popularity")
@@ -503,6 +505,53 @@ def _entry_problems(obj) -> tuple[list[str], ManifestEntry | None]:
     )
 
 
+def _line_alone(
+    raw: str, number: int, first_line_of: dict[str, int], domains: dict[str, str]
+) -> tuple[list[str], ManifestEntry | None]:
+    """One line's problems by itself (its JSON, its fields, a domain not in the list, a source
+    id an earlier line has), or its entry with the list's name of its domain. `first_line_of`
+    collects the source ids seen so far; `domains` is known_domains()."""
+    obj, problem = json_line(raw)
+    if problem:
+        return [problem], None
+    line_problems, entry = _entry_problems(obj)
+    domain = obj.get("domain") if isinstance(obj, dict) else None
+    if isinstance(domain, str) and domain.strip():
+        name = domains.get(domain_key(domain))
+        if name is None:
+            line_problems.append(
+                f"domain {domain[:100]!r} is not one of the benchmark's domains "
+                f"({', '.join(sorted(domains.values()))}); an admin adds domains in the admin "
+                "(Domains)"
+            )
+        elif entry is not None:
+            entry.domain = name
+    source_id = obj.get("source_id") if isinstance(obj, dict) else None
+    if isinstance(source_id, str) and source_id.strip():
+        earlier = first_line_of.setdefault(source_id.strip(), number)
+        if earlier != number:
+            line_problems.append(f"source_id {source_id[:200]!r} repeats line {earlier}")
+    if line_problems:
+        return line_problems, None
+    assert entry is not None
+    entry.line = number
+    return [], entry
+
+
+def manifest_line_problems(lines: Iterable[str]) -> list[str]:
+    """Every line's problems by itself, each with its line number: a JSON syntax error on one
+    line hides nothing of the others'."""
+    first_line_of: dict[str, int] = {}
+    domains = known_domains()
+    problems = []
+    for number, raw in enumerate(lines, start=1):
+        if raw.strip():
+            line_problems, _ = _line_alone(raw, number, first_line_of, domains)
+            if line_problems:
+                problems.append(f"line {number}: {'; '.join(line_problems)}")
+    return problems
+
+
 def manifest_parse(
     lines: Iterable[str], images: Path | ImageSource, *, progress: Progress = _no_progress
 ) -> list[ManifestEntry]:
@@ -515,27 +564,17 @@ def manifest_parse(
     problems: list[tuple[int, str]] = []
     entries: list[ManifestEntry] = []
     first_line_of: dict[str, int] = {}
+    domains = known_domains()
     sound = True
     for number, raw in enumerate(progress(lines), start=1):
         if not raw.strip():
             continue
-        obj, problem = json_line(raw)
-        if problem:
-            problems.append((number, problem))
-            sound = False
-            continue
-        line_problems, entry = _entry_problems(obj)
-        source_id = obj.get("source_id") if isinstance(obj, dict) else None
-        if isinstance(source_id, str) and source_id.strip():
-            earlier = first_line_of.setdefault(source_id.strip(), number)
-            if earlier != number:
-                line_problems.append(f"source_id {source_id[:200]!r} repeats line {earlier}")
+        line_problems, entry = _line_alone(raw, number, first_line_of, domains)
         if line_problems:
             problems.append((number, "; ".join(line_problems)))
             sound = False
             continue
         assert entry is not None
-        entry.line = number
         # Where the image would come from; for a zip this reads its directory only.
         problem = source.locate(entry)
         if problem:
@@ -703,13 +742,9 @@ def import_from_upload(
     except UnicodeDecodeError as exc:
         raise ImportProblems([f"the manifest is not UTF-8 text (byte {exc.start})"]) from exc
     lines = text.splitlines()
-    # The lines on their own first: a bad manifest is refused before the zip is opened.
-    problems = []
-    for number, raw in enumerate(lines, start=1):
-        if raw.strip():
-            obj, problem = json_line(raw)
-            if problem:
-                problems.append(f"line {number}: {problem}")
+    # The lines on their own first (every line's problems, whatever another line's are): a bad
+    # manifest is refused before the zip is opened.
+    problems = manifest_line_problems(lines)
     if problems:
         raise ImportProblems(problems)
     if zip_file is None:

@@ -21,7 +21,6 @@ from ..models import (
 
 def pipeline_counts() -> dict:
     images: Counter = Counter()
-    guard = 0  # accepted candidates and no question, whether or not others are in review
     generate = 0  # needing candidates, with a confirmed entity (generation waits for it)
     entities: Counter = Counter()  # unconfirmed: "propose" (none yet) or "confirm" (proposed)
     for (
@@ -35,7 +34,6 @@ def pipeline_counts() -> dict:
     ):
         status = image_status(n_pending=n_pending, n_accepted=n_accepted, has_question=has_question)
         images[status] += 1
-        guard += bool(n_accepted and not has_question)
         generate += status == ImageStatus.NEEDS_CANDIDATES and confirmed
         if not confirmed:
             entities["confirm" if entity else "propose"] += 1
@@ -49,7 +47,8 @@ def pipeline_counts() -> dict:
         ],
         "candidates_total": sum(candidates.values()),
         "questions": FinalQuestion.objects.count(),
-        "guard": guard,
+        # The guard's wait is the images card's "Awaiting the guard": one rule (image_status).
+        "guard": images.get(ImageStatus.AWAITING_GUARD, 0),
         "generate": generate,
         "entities": entities,
     }

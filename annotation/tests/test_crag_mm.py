@@ -240,13 +240,18 @@ def test_domains_stored_as_class_labels_are_named_from_the_hub_metadata(tmp_path
         shards=1,
         metadata={b"huggingface": json.dumps(features).encode()},
     )
-    # An admin maps "other" after all.
+    # An admin maps "other" to a domain not in the list: refused, naming the mapping.
     DomainMapping.objects.filter(label="other").update(domain="everyday objects")
+    code, out, err = run(folder)
+    assert code == 2 and "maps CRAG-MM's 'other' to 'everyday objects'" in err
+    assert not Image.objects.exists()
+    # An admin maps "other" after all, to a domain of the list.
+    DomainMapping.objects.filter(label="other").update(domain="objects")
     code, out, err = run(folder)
     assert code == 0, err
     assert dict(Image.objects.values_list("source_id", "domain")) == {
         "n1": "food",
-        "n2": "everyday objects",
+        "n2": "objects",
     }
     assert Image.objects.get(source_id="n1").source_answer == ""  # no answers column
 

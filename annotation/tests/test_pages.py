@@ -379,8 +379,8 @@ def test_my_work_counts_today_week_median_and_the_adjudicators_agreement(
         now=timezone.now() - timedelta(days=8),
     )
     login(client, alice)
-    # session, user, their groups; the figures, the week's seconds, the waiting count
-    with django_assert_num_queries(6):
+    # session, user, their groups; the figures, the week's seconds, the waiting and held counts
+    with django_assert_num_queries(7):
         body = client.get(reverse("my_work")).content.decode()
     assert '<p class="big" data-testid="today">2</p>' in body
     assert '<p class="big" data-testid="week">2</p>' in body

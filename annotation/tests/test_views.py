@@ -234,7 +234,11 @@ def test_pipeline_counts_and_promotion(client, root, alice, bob, make_image):
     body = client.get(reverse("pipeline")).content.decode()
     body = re.sub(r"<a [^>]*>|</a>", "", body)  # the counts link to the images list
     assert '<tr data-state="needs_candidates"><th>Needs candidates</th><td>1</td>' in body
-    assert '<tr data-state="in_review"><th>In review</th><td>1</td>' in body
+    # img-1 has an accepted candidate and an open one: the guard can take it now, so the images
+    # card and the guard's wait say the same 1 (issue 24: they said 0 and 1).
+    assert '<tr data-state="in_review"><th>In review</th><td>0</td>' in body
+    assert '<tr data-state="awaiting_guard"><th>Awaiting the guard</th><td>1</td>' in body
+    assert re.search(r'<tr data-wait="guard"><th>[^<]*</th><td class="num">1</td>', body)
     assert '<tr data-state="accepted"><th>Accepted</th><td>1</td>' in body
     assert '<tr data-state="open"><th>Open</th><td>1</td>' in body
     response = client.post(reverse("candidate_promote", args=[c.pk]))

@@ -270,7 +270,9 @@ def test_the_agreement_page_has_gold_accuracy_and_overturns_with_csv_and_json(
     client.get(reverse("agreement"))
     with django_assert_num_queries(7):
         html = client.get(reverse("agreement")).content.decode()
-    assert 'data-testid="trend-chart"' in html and "<polyline" in html
+    # One week of data: no empty chart, a sentence that says why (issue 24).
+    assert 'data-testid="trend-chart"' not in html and "<polyline" not in html
+    assert "the chart starts with two weeks" in html
     data = json.loads(client.get(reverse("agreement"), {"format": "json"}).content)
     by_name = {row["annotator"]: row for row in data["annotators"]}
     assert by_name["alice"]["gold_accuracy"] == 0.5

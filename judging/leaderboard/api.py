@@ -85,6 +85,10 @@ class LeaderboardRowSerializer(serializers.Serializer):
     indistinguishable_from_next = serializers.BooleanField(
         help_text="not told apart from the next model (Holm-adjusted paired test)"
     )
+    ranked = serializers.BooleanField(
+        help_text="false: scored on fewer than half the questions of the most-scored model, "
+        "listed after the ranked rows and not ranked beside them"
+    )
     ppi_gamut = _score("Gamut x100 corrected by the random human audit (PPI++), null without one")
     ppi_gamut_ci_low = _score("95% PPI++ interval, x100")
     ppi_gamut_ci_high = _score("95% PPI++ interval, x100")

@@ -20,7 +20,11 @@ Per model, over the final questions that are not dropped:
            (or whose question has no frozen rubric yet): not scored, counted
   scored   the rest; Gamut x100 is the mean over them, with a 95% percentile bootstrap
            interval over questions (fixed seed, so a page shows the same interval every time;
-           every model's resamples draw the same questions, see `bootstrap_intervals`)
+           every model's resamples draw the same questions, see `bootstrap_intervals`), none
+           under MIN_INTERVAL_N scored questions
+
+Only comparable rows are ranked (RANK_MIN_SHARE of the most-scored model's questions); the
+others are listed after them with `ranked` false.
 
 With `audit=True` (the page and the API) each row also carries its scores corrected by the
 random human audit (ppi.py), from two more queries over the audited pairs only.
@@ -62,6 +66,14 @@ from .comparisons import Paired, minimum_detectable_difference, pairwise
 
 RESAMPLES = 1000
 SEED = 20240601
+# A bootstrap interval over fewer scored questions than this means nothing (one question: a
+# point, "-15.6 - -15.6"): none is given, and the page says "n too small".
+MIN_INTERVAL_N = 2
+# A model is ranked beside the others only when it was scored on at least this share of the
+# questions the most-scored model was scored on; below it, it is listed after the ranked rows,
+# unranked, with "scored on n of N questions" (a mean over 1 question is not comparable with
+# one over 4).
+RANK_MIN_SHARE = 0.5
 
 
 @dataclass
@@ -89,6 +101,9 @@ class Row:
     by_popularity: dict[str, Cell] = field(default_factory=dict)
     # Not told apart from the model ranked next (Holm-adjusted paired test, p >= 0.05).
     indistinguishable_from_next: bool = False
+    # Ranked among the comparable rows (RANK_MIN_SHARE); False: listed after them, unranked.
+    ranked: bool = True
+    rank: int | None = None
     # Corrected by the random audit (ppi.py): "gamut" and each tier; empty without an audit.
     corrected: dict[str, ppi.Corrected] = field(default_factory=dict)
 
@@ -117,6 +132,7 @@ class Row:
             "failed": self.failed,
             "pending": self.pending,
             "indistinguishable_from_next": self.indistinguishable_from_next,
+            "ranked": self.ranked,
             **ppi_columns,
             "ppi_pairs": gamut.pairs,
             "ppi_questions": gamut.questions,
@@ -135,6 +151,7 @@ EXPORT_COLUMNS = [
     "failed",
     "pending",
     "indistinguishable_from_next",
+    "ranked",
     *(f"ppi_{name}{end}" for name in ("gamut", *TIERS) for end in ("", "_ci_low", "_ci_high")),
     "ppi_pairs",
     "ppi_questions",
@@ -229,7 +246,7 @@ def bootstrap_intervals(
     intervals: list[tuple[float, float] | tuple[None, None]] = []
     for r in range(rows):
         usable = counts[:, r] > 0
-        if not known[r].any() or not usable.any():
+        if known[r].sum() < MIN_INTERVAL_N or not usable.any():
             intervals.append((None, None))
             continue
         means = sums[usable, r] / counts[usable, r]
@@ -452,14 +469,22 @@ def leaderboard(
                 {t: tier_scores[i, :, k][scored & present[i, :, k]] for k, t in enumerate(TIERS)},
                 settings,
             )
+    # Comparable rows are ranked by their score; the others follow, unranked, by score too.
     # Model names are unique, so this is a total order whatever the order of model_ids.
-    rows.sort(key=lambda r: (r.gamut is None, -(r.gamut or 0), r.model))
+    most = max((r.scored for r in rows), default=0)
+    for r in rows:
+        r.ranked = r.gamut is not None and r.scored >= RANK_MIN_SHARE * most
+    rows.sort(key=lambda r: (not r.ranked, r.gamut is None, -(r.gamut or 0), r.model))
+    for rank, r in enumerate((r for r in rows if r.ranked), start=1):
+        r.rank = rank
     scored_gamut = np.where(outcome == SCORED, gamut, np.nan)
     scores = {names[m]: scored_gamut[i] for i, m in enumerate(model_ids.tolist())}
     ranked = [r.model for r in rows]
     pairs = pairwise(ranked, np.array([scores[m] for m in ranked]))
     by_pair = {(p.a, p.b): p for p in pairs}
     for upper, lower in zip(rows, rows[1:], strict=False):
+        if not lower.ranked:
+            break
         pair = by_pair[(upper.model, lower.model)]
         upper.indistinguishable_from_next = pair.p_holm is not None and not pair.significant
     spreads = [p.sd for p in pairs if p.sd]

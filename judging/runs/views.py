@@ -54,7 +54,22 @@ class _Scoped(forms.Form):
         return question_ids(parse_ids(self.cleaned_data.get("ids") or ""))
 
 
+class _JudgeSelect(forms.Select):
+    """The judges, each option carrying its model's provider (data-provider), so that the page
+    offers Gemini's Batch API only beside a judge on Gemini (app.js, data-only-for-provider)."""
+
+    def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        judge = getattr(value, "instance", None)
+        if judge is not None and judge.llm_model is not None:
+            option["attrs"]["data-provider"] = judge.llm_model.provider
+        return option
+
+
 class CollectForm(_Scoped):
+    # Forwards: what and how first, the narrowing and the cache last.
+    field_order = ["model", "setting", "ids", "fresh"]
+
     model = forms.ModelChoiceField(
         EvaluatedModel.objects.filter(llm_model__isnull=False),
         label="Evaluated model",
@@ -64,7 +79,13 @@ class CollectForm(_Scoped):
 
 
 class JudgeForm(_Scoped):
-    judge = forms.ModelChoiceField(Judge.objects.filter(llm_model__isnull=False), empty_label=None)
+    field_order = ["judge", "models", "settings", "release", "batch", "ids", "fresh"]
+
+    judge = forms.ModelChoiceField(
+        Judge.objects.filter(llm_model__isnull=False).select_related("llm_model"),
+        empty_label=None,
+        widget=_JudgeSelect,
+    )
     models = forms.ModelMultipleChoiceField(
         EvaluatedModel.objects.all(),
         required=False,
@@ -79,6 +100,7 @@ class JudgeForm(_Scoped):
     )
     batch = forms.BooleanField(
         required=False,
+        widget=forms.CheckboxInput(attrs={"data-only-for-provider": Provider.GEMINI}),
         label="Through Gemini's Batch API (half the price; results within a "
         "day, polled every LLM_BATCH_POLL_SECONDS)",
     )
@@ -89,6 +111,11 @@ class JudgeForm(_Scoped):
         empty_label="Working draft (each question's final rubric)",
         label="On the rubric versions of",
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The select whose options say each judge's provider, by its name in the page.
+        self.fields["batch"].widget.attrs["data-provider-of"] = self.add_prefix("judge")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

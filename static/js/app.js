@@ -528,6 +528,41 @@
     if (event.target.name === "decision") {
       showRevision(event.target.form, event.target.value === "revise");
     }
+    if (event.target.type === "checkbox" && event.target.form) followLabels(event.target.form);
+    if (event.target.tagName === "SELECT" && event.target.form) onlyForProvider(event.target.form);
+  });
+
+  // A field offered only for one provider (data-only-for-provider) beside the choice it
+  // depends on (data-provider-of names the select whose options carry data-provider): hidden,
+  // unticked and disabled otherwise, so that it is neither seen nor sent (the server refuses
+  // it too). The judging page's "Through Gemini's Batch API" beside a judge not on Gemini.
+  function onlyForProvider(form) {
+    form.querySelectorAll("[data-only-for-provider]").forEach(function (field) {
+      const select = form.elements.namedItem(field.dataset.providerOf);
+      const option = select && select.selectedOptions && select.selectedOptions[0];
+      const offered = Boolean(option && option.dataset.provider === field.dataset.onlyForProvider);
+      const box = field.closest("div") || field;
+      box.hidden = !offered;
+      field.disabled = !offered;
+      if (!offered) field.checked = false;
+    });
+  }
+
+  // A submit button that says what it will do: data-label-on while the checkbox it names
+  // (data-label-follows) is ticked, data-label-off otherwise ("Check" on a dry run, "Import").
+  // Also on pageshow: a form the browser restored (Back) may come back unticked.
+  function followLabels(form) {
+    form.querySelectorAll("[data-label-follows]").forEach(function (button) {
+      const box = form.elements.namedItem(button.dataset.labelFollows);
+      if (!box) return;
+      button.textContent = box.checked ? button.dataset.labelOn : button.dataset.labelOff;
+    });
+  }
+  window.addEventListener("pageshow", function () {
+    document.querySelectorAll("form").forEach(function (form) {
+      if (form.querySelector("[data-label-follows]")) followLabels(form);
+      if (form.querySelector("[data-only-for-provider]")) onlyForProvider(form);
+    });
   });
 
   document.addEventListener("click", function (event) {

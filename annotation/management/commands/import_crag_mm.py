@@ -12,6 +12,7 @@ from annotation.images.crag_mm import (
     crag_mm_plan,
     describe,
     domain_mapping,
+    domain_mapping_problems,
     read_entities,
 )
 from annotation.images.importing import ImportProblems
@@ -82,6 +83,9 @@ class Command(BaseCommand):
         workdir = Path(tempfile.mkdtemp(prefix="gamut-crag-mm-"))
         try:
             try:
+                unknown = domain_mapping_problems(mapping)
+                if unknown:
+                    raise ImportProblems(unknown)
                 known = read_entities(entities) if entities else None
                 plan = crag_mm_plan(
                     directory,
