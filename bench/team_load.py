@@ -90,7 +90,7 @@ HX_CSRF_RE = re.compile(r"hx-headers='\{\"X-CSRFToken\": \"([^\"]+)\"\}'")
 FORM_CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 REVIEW_FORM_RE = re.compile(r'id="review-form" method="post" action="/review/(\d+)/"')
 QUESTION_RE = re.compile(
-    r'<blockquote class="question" data-testid="question">(.*?)</blockquote>', re.S
+    r'<blockquote class="question"[^>]*\sdata-testid="question">(.*?)</blockquote>', re.S
 )
 PHOTO_RE = re.compile(r'<img src="(/images/[^"]+/photo)"')
 SUBMISSION_KEY_RE = re.compile(r'name="submission_key" value="([^"]*)"')
