@@ -240,16 +240,9 @@
     } else if (key === "z") {
       toggleZoom(root.querySelector("img[data-zoom]"));
     } else if (key === "c") {
-      const form = root.querySelector("[data-correct-form]");
-      if (!form) return;
+      if (!root.querySelector("[data-correct-form]")) return;
       event.preventDefault();
-      // Marked, so that the new panel's preparation (htmx:load, which a busy machine delays
-      // past the first keys pressed on it) leaves the box open.
-      form.dataset.opened = "true";
-      form.hidden = false;
-      const box = form.querySelector("input[name='entity']");
-      box.focus();
-      box.select();
+      openCorrection(root);
     } else if (key === "y" || key === "s") {
       const action = root.querySelector('[data-action-key="' + key + '"]');
       if (!action || action.disabled || sending.has(action.form)) return;
@@ -257,6 +250,26 @@
       send(action.form, action);
     }
   }
+
+  // The correction box, opened by c or by its visible Correct button.
+  function openCorrection(root) {
+    const form = root.querySelector("[data-correct-form]");
+    if (!form) return;
+    // Marked, so that the new panel's preparation (htmx:load, which a busy machine delays
+    // past the first keys pressed on it) leaves the box open.
+    form.dataset.opened = "true";
+    form.hidden = false;
+    const opener = root.querySelector("[data-open-correct]");
+    if (opener) opener.hidden = true;
+    const box = form.querySelector("input[name='entity']");
+    box.focus();
+    box.select();
+  }
+
+  document.addEventListener("click", function (event) {
+    const opener = event.target.closest && event.target.closest("[data-open-correct]");
+    if (opener) openCorrection(opener.closest("[data-shortcuts]"));
+  });
 
   function workspaceKey(event, target) {
     const key = event.key;
@@ -565,6 +578,8 @@
     const correct = root.querySelector("[data-correct-form]");
     if (correct && !correct.querySelector(".error") && !correct.dataset.opened) {
       correct.hidden = true;
+      const opener = root.querySelector("[data-open-correct]");
+      if (opener) opener.hidden = false;
     }
     const form = mainForm(root);
     const box = form && form.querySelector("[data-revision-box]");
