@@ -81,6 +81,26 @@ def test_404_names_the_address_and_the_page_above(client, root):
     assert 'href="/">Your home page</a>' in nowhere.content.decode()
 
 
+def test_404_under_debug_is_the_sites_own_page(client, root, settings):
+    """`make run` runs with DEBUG on: a mistyped address (or a view's own 404) still shows the
+    site's not-found page, not Django's debug page listing every address."""
+    settings.DEBUG = True
+    login(client, root)
+    nowhere = client.get("/no/such/place/")
+    assert nowhere.status_code == 404
+    body = nowhere.content.decode()
+    assert "There is nothing at this address" in body
+    assert "URLconf" not in body and "DEBUG = True" not in body
+    raised = client.get("/images/no-such-image/")  # the view's get_object_or_404
+    assert raised.status_code == 404
+    assert "There is nothing at this address" in raised.content.decode()
+    assert "DEBUG = True" not in raised.content.decode()
+    api = client.get("/api/no/such/thing/")
+    assert api.status_code == 404 and api.json() == {"detail": "Not found."}
+    # A missing slash is still added by the redirect before anything is refused.
+    assert client.get("/images").status_code == 301
+
+
 def test_500_is_a_page_without_the_database(client, root, monkeypatch):
     def broken():
         raise RuntimeError("the report failed")
