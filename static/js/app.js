@@ -488,6 +488,13 @@
       return;
     }
     if (pressable(target) && (key === "Enter" || key === " ")) return;
+    // The expert's answer after a gold item: Enter goes on to the next question once read.
+    const goOn = root.querySelector("[data-continue]");
+    if (goOn && key === "Enter") {
+      event.preventDefault();
+      if (!goOn.disabled && !sending.has(goOn.form)) send(goOn.form, goOn);
+      return;
+    }
     // WCAG 2.1.4: with single-key shortcuts off, a printable key is only a key.
     if (key.length === 1 && singleKeysOff()) return;
     if (key === "?") {
