@@ -286,7 +286,15 @@
         const part = target.closest("li.check .edit-text, li.check .delete");
         if (part || target.tagName === "TEXTAREA") {
           event.preventDefault();
-          send(form, part && part.querySelector("button[type=submit]"));
+          if (sending.has(form)) return; // Enter again: this form's save is on its way
+          const button = part && part.querySelector("button[type=submit]");
+          const check = target.closest("li.check");
+          if (saving && check && button) {
+            queued.push({key: "save", check: check.dataset.check, value: target.value,
+              part: part.matches(".delete") ? ".delete" : ".edit-text"});
+            return;
+          }
+          send(form, button);
         }
       }
       return;
@@ -325,25 +333,50 @@
         area.focus();
         area.setSelectionRange(area.value.length, area.value.length);
       }
-    } else if (key === "1" || key === "2" || key === "3") {
-      const button = check.querySelector('[data-tier-key="' + key + '"]');
-      if (button && !button.disabled) {
-        event.preventDefault();
-        focusedCheck = check.dataset.check;
-        send(button.form, button);
-      }
+    } else if (key === "1" || key === "2" || key === "3" || key === "[" || key === "]") {
+      event.preventDefault();
+      focusedCheck = check.dataset.check;
+      // A key pressed while a save is on its way waits for it: each applies, in order, to the
+      // page as the save before it left it (sent at once, they carried one revision, and all
+      // but the first were refused as stale).
+      if (saving) queued.push({key: key, check: check.dataset.check});
+      else checkAction(check, key);
     } else if (key === "x" || key === "Delete") {
       event.preventDefault();
       focusedCheck = check.dataset.check;
       const reason = check.querySelector('.delete input[name="reason"]');
       if (reason) reason.focus();
-    } else if (key === "[" || key === "]") {
-      const button = check.querySelector('[data-move="' + (key === "[" ? "up" : "down") + '"]');
-      if (button) {
-        event.preventDefault();
-        focusedCheck = check.dataset.check;
-        send(button.form, button);
+    }
+  }
+
+  // The button a key presses on a check: 1, 2, 3 re-tier (none when the check is in that tier
+  // already), [ and ] move.
+  function checkAction(check, key) {
+    const button = key === "[" || key === "]"
+      ? check.querySelector('[data-move="' + (key === "[" ? "up" : "down") + '"]')
+      : check.querySelector('[data-tier-key="' + key + '"]');
+    if (!button || button.disabled) return false;
+    send(button.form, button);
+    return true;
+  }
+
+  // Keys waiting for the save in flight, applied one at a time once it has settled.
+  const queued = [];
+
+  function applyQueued() {
+    while (!saving && queued.length) {
+      const next = queued.shift();
+      const check = checks().find((c) => c.dataset.check === next.check);
+      if (!check) continue; // deleted meanwhile
+      if (next.key === "save") {
+        const part = check.querySelector(next.part);
+        const field = part && part.querySelector("textarea, input[name='reason']");
+        if (!field) continue;
+        field.value = next.value;
+        send(field.form, part.querySelector("button[type=submit]"));
+        return;
       }
+      if (checkAction(check, next.key)) return; // the next waits for this one
     }
   }
 
@@ -412,11 +445,23 @@
     if (errors.length && event.detail.elt.closest("#checklist")) errors[0].elt.reportValidity();
   });
 
-  // Once the answer is settled, the focus moves are the person's own again.
+  // Once the answer is settled, the focus moves are the person's own again, and the next key
+  // that waited is applied.
   document.addEventListener("htmx:afterSettle", function () {
     if (!document.getElementById("checklist")) return;
     restoreFocus();
     saving = false;
+    window.setTimeout(applyQueued, 0);
+  });
+  // A refusal (a real conflict: another tab saved) or a failure: the keys that waited were
+  // meant for a page that is not the one shown now; they are dropped, and the refusal is said
+  // on the page (the checklist's error box, or the request-failure note).
+  document.addEventListener("htmx:afterRequest", function (event) {
+    if (!document.getElementById("checklist")) return;
+    const xhr = event.detail.xhr;
+    if (event.detail.failed || (xhr && xhr.status >= 400)) queued.length = 0;
+    // A request that swaps nothing settles nothing: no key may wait for it forever.
+    if (event.detail.failed || !xhr || xhr.status === 0) saving = false;
   });
   document.addEventListener("htmx:afterRequest", function (event) {
     if (!event.detail.successful) saving = false; // nothing will settle
