@@ -538,6 +538,16 @@ def collect_launch(
     )
 
 
+# A verdict once given is kept (spot checks, releases and published boards point at it): a run,
+# fresh calls or not, judges only the checks still without one. Judging again is a new judge.
+NOTHING_TO_JUDGE = (
+    "Every response in scope has a verdict from this judge on every check of its question's "
+    "final rubric, so there is nothing to judge. Fresh calls judge only checks without a "
+    "verdict (a verdict once given is kept); to judge everything again, add a judge under a "
+    "new name with the same model."
+)
+
+
 @dataclass(frozen=True)
 class JudgeScope:
     """What a judge launch would do: one item per response that still lacks verdicts, the
@@ -695,10 +705,7 @@ def judge_launch(
         versions=versions,
     )  # the items suffice
     if not scope.items:
-        raise JobError(
-            "Every response in scope has a verdict from this judge on every check "
-            "of its question's final rubric."
-        )
+        raise JobError(NOTHING_TO_JUDGE)
     params = {
         "judge_id": judge.pk,
         "judge": judge.name,

@@ -46,9 +46,7 @@ class _Scoped(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         label="Only these images (source ids, one per line; empty: every final question)",
     )
-    fresh = forms.BooleanField(
-        required=False, label="Fresh calls (ignore the ledger's cache and earlier verdicts)"
-    )
+    fresh = forms.BooleanField(required=False)
 
     def clean_ids(self) -> list[int] | None:
         return question_ids(parse_ids(self.cleaned_data.get("ids") or ""))
@@ -61,6 +59,11 @@ class CollectForm(_Scoped):
         empty_label=None,
     )
     setting = forms.ChoiceField(choices=Setting.choices)
+    fresh = forms.BooleanField(
+        required=False,
+        label="Fresh calls: ask the model again instead of answering from the ledger's cache "
+        "(questions it has answered are not asked again)",
+    )
 
 
 class JudgeForm(_Scoped):
@@ -76,6 +79,12 @@ class JudgeForm(_Scoped):
         required=False,
         widget=forms.CheckboxSelectMultiple,
         label="Settings (none ticked: both)",
+    )
+    fresh = forms.BooleanField(
+        required=False,
+        label="Fresh calls for the checks still without a verdict: no copy of an earlier "
+        "verdict with the same key, no answer from the ledger's cache (a verdict once given "
+        "is kept: to judge everything again, add a judge under a new name)",
     )
     batch = forms.BooleanField(
         required=False,
