@@ -135,6 +135,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "annotation.home.context_processors.roles",
                 "gamut_site.docs.help_link",
+                "core.context_processors.limits",
             ],
             "builtins": ["template_partials.templatetags.partials"],
         },

@@ -687,6 +687,57 @@
   }
   document.addEventListener("DOMContentLoaded", prepare);
 
+  // --- text fields: a live counter under the limit the server holds (templates/_limit.html),
+  // and a paste cut to fit is said, never silent ------------------------------------------
+  function limitNote(field) {
+    const note = field && field.nextElementSibling;
+    return note && note.matches && note.matches("small.limit[data-limit]") ? note : null;
+  }
+
+  function count(field, cut) {
+    const note = limitNote(field);
+    if (!note) return;
+    const limit = parseInt(note.dataset.limit, 10);
+    const used = field.value.length;
+    note.textContent = used.toLocaleString("en") + " of " + limit.toLocaleString("en") +
+      " characters";
+    note.classList.toggle("full", used >= limit || Boolean(cut));
+  }
+
+  function countAll(root) {
+    (root || document).querySelectorAll("small.limit[data-limit]").forEach(function (note) {
+      const field = note.previousElementSibling;
+      if (field && (field.tagName === "TEXTAREA" || field.tagName === "INPUT")) count(field);
+    });
+  }
+
+  document.addEventListener("input", function (event) {
+    if (limitNote(event.target)) count(event.target);
+  });
+
+  // The browser cuts a paste at the field's maxlength without a word: count what was pasted
+  // against the room left, and say what did not fit.
+  document.addEventListener("paste", function (event) {
+    const field = event.target;
+    const note = limitNote(field);
+    if (!note || !event.clipboardData) return;
+    const pasted = event.clipboardData.getData("text").length;
+    const limit = parseInt(note.dataset.limit, 10);
+    const kept = field.value.length - (field.selectionEnd - field.selectionStart);
+    if (kept + pasted > limit) {
+      window.setTimeout(function () {
+        count(field, pasted);
+        const left = kept + pasted - limit;
+        note.textContent = field.value.length.toLocaleString("en") + " of " +
+          limit.toLocaleString("en") + " characters: the paste held " +
+          pasted.toLocaleString("en") + ", and its last " + left.toLocaleString("en") +
+          " did not fit and were left out.";
+      }, 0);
+    }
+  });
+  document.addEventListener("DOMContentLoaded", function () { countAll(document); });
+  document.addEventListener("htmx:load", function (event) { countAll(event.target); });
+
   // --- requests that fail: said in place, with what to do; the keys keep working -----------
   // The token is read from the cookie at each request: after logging in again in another tab
   // the page's own copy is stale, and a retry must carry the new one.
