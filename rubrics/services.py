@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
+from annotation.labels import words
 from annotation.models import FinalQuestion
 from core import access
 from core import text as text_limits
@@ -742,8 +743,8 @@ def rubric_warnings(meta: dict, rows: list[RubricCheck]) -> list[Disagreement]:
             warnings.append(
                 Disagreement(
                     "tier",
-                    f"{row.check_id}: tier {row.tier}, but its meta item's rule gives "
-                    f"{compiled.tier}.",
+                    f"{row.check_id} is {words(row.tier)}, but its meta item "
+                    f"({row.source}) makes it {words(compiled.tier)}.",
                     row.source,
                     [row.check_id],
                 )

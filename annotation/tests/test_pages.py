@@ -292,6 +292,12 @@ def test_every_event_reads_as_a_sentence(alice):
             action="guard.verdict", candidate_id=7, data={"selected": True, "reason": "clear"}
         ),
         AuditEvent(action="llm.generate", data={"job": 2, "result": {"candidates": [1, 2]}}),
+        AuditEvent(action="audit.review.agree", candidate_id=5, data={"review": 9, "note": ""}),
+        AuditEvent(
+            action="audit.review.overturn", candidate_id=5, data={"review": 9, "note": "vague"}
+        ),
+        AuditEvent(action="review.undo", candidate_id=6, data={"decision": "accept"}),
+        AuditEvent(action="training.failed", data={"agreed": 1, "of": 4}),
     ]
     assert [describe_event(e) for e in samples] == [
         "Candidate 4: open → accepted (two acceptances)",
@@ -299,6 +305,10 @@ def test_every_event_reads_as_a_sentence(alice):
         "Ground-truth entity corrected from “Latte” to “Cappuccino”: typo",
         "Guard on candidate 7: selected (clear)",
         "Generation (job 2) wrote 2 candidate(s)",
+        "Audit: agreed with review 9 of candidate 5",
+        "Audit: overturned review 9 of candidate 5: vague",
+        "Review of candidate 6 taken back (the decision was accept)",
+        "Training failed: 1 of 4 as the expert",
     ]
     assert words("partially_meets") == "partially meets"
     assert words("answer_critical") == "answer-critical"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings as django_settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -88,8 +89,8 @@ class JudgeForm(_Scoped):
     )
     batch = forms.BooleanField(
         required=False,
-        label="Through Gemini's Batch API (half the price; results within a "
-        "day, polled every LLM_BATCH_POLL_SECONDS)",
+        label="Through Gemini's Batch API (half the price; results within a day, asked for "
+        f"every {django_settings.LLM_BATCH_POLL_SECONDS} seconds)",
     )
     release = forms.ModelChoiceField(
         Release.objects.all(),

@@ -126,7 +126,7 @@ def test_a_retier_moves_the_check_into_its_tier_group(client, dave, draft):
     insertion = f'<div hx-swap-oob="beforebegin:#check-{rows["I4.step3"].pk}"><li class="check'
     assert body.index(removal) < body.index(insertion)
     assert counts(body) == {"answer_critical": "4", "valuable": "11", "context": "3"}
-    assert "tier context, but its meta item&#x27;s rule gives answer_critical" in body
+    assert "I2.item1 is context, but its meta item (I2) makes it answer-critical" in body
     # The last check of the list re-tiered: at the end of its new group.
     status, body = edit(
         client, draft, "rubric_check_tier", rows["I4.seq_all"], tier="valuable", revision=1
