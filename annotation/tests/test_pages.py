@@ -448,3 +448,31 @@ def test_a_stale_form_gets_a_page_that_says_what_to_do(alice, make_image):
     assert "This form was sent from a page that is out of date" in body
     assert 'href="/review/"' in body
     assert menu(body) == ["Review", "My work"]
+
+
+def test_job_pages_name_the_job_and_its_items_in_words(client, root):
+    """ "Generate candidates", not "annotation.generate"; "Question 3", not "q3"; the payload
+    and the result as fields, not Python dicts."""
+    import annotation.questions.llm_jobs  # noqa: F401  (registers the kinds)
+    import rubrics.llm_jobs  # noqa: F401
+    from llm.models import Job, JobItem
+
+    generate = Job.objects.create(kind="annotation.generate", items_total=1)
+    refine = Job.objects.create(kind="rubrics.refine", items_total=1)
+    item = JobItem.objects.create(
+        job=refine,
+        key="q3",
+        payload={"question_id": 3, "round": 1, "stages": ["draft", "refined"]},
+        result={"version_id": 9, "dropped": [{"id": "I2", "why": "duplicate"}]},
+    )
+    login(client, root)
+    listing = visible_text(client.get(reverse("jobs")).content.decode())
+    assert "Generate candidates" in listing and "Refine rubrics" in listing
+    assert "annotation.generate" not in listing and "rubrics.refine" not in listing
+    page = client.get(reverse("job", args=[generate.pk])).content.decode()
+    assert '<h1 data-testid="job-title">Generate candidates' in page
+    body = client.get(reverse("job_item", args=[refine.pk, item.pk])).content.decode()
+    assert '<h1 data-testid="item-title">Question 3</h1>' in body
+    assert "<dt>Question id</dt><dd>3</dd>" in body
+    assert "<dt>Stages</dt><dd>draft, refined</dd>" in body
+    assert "{&#x27;" not in body and "&#x27;question_id&#x27;" not in body

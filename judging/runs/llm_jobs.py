@@ -469,10 +469,16 @@ async def evaluate(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | di
     return ItemResult.of_calls(result, *calls)
 
 
-register_kind(COLLECT, collect, chunk_size=20, concurrency=16)
-register_kind(JUDGE, judge, chunk_size=32, concurrency=8)
+register_kind(
+    COLLECT, collect, chunk_size=20, concurrency=16, title="Collect answers", item_noun="image"
+)
+register_kind(
+    JUDGE, judge, chunk_size=32, concurrency=8, title="Judge responses", item_noun="response"
+)
 # An item makes one answer call and a call per check for each judge (about 35 each).
-register_kind(EVALUATE, evaluate, chunk_size=16, concurrency=16)
+register_kind(
+    EVALUATE, evaluate, chunk_size=16, concurrency=16, title="Evaluate a model", item_noun="item"
+)
 
 
 # ---------------------------------------------------------------------------------------------
