@@ -379,9 +379,92 @@ def test_no_page_shows_a_raw_key_for_any_demo_role(client, capsys):
             response = client.get(url)
             assert response.status_code in (200, 403, 404, 405), (person, url)
             seen.add(response.status_code)
-            raw = sorted(set(RAW_KEY.findall(visible_text(response.content.decode()))))
+            text = visible_text(response.content.decode())
+            raw = sorted(set(RAW_KEY.findall(text)))
             assert raw == [], (person.username, url, raw)
+            assert [w for w in BANNED if w in text] == [], (person.username, url)
     assert seen == {200, 403, 404, 405}
+
+
+# Words the issue found on pages (issue 24, section 3), none of which may come back.
+BANNED = [
+    "revised_text",
+    "(the form sent",
+    "rule gives",
+    "give --revision",
+    "LLM_BATCH_POLL_SECONDS",
+    "1 final questions",
+    "of the two)",
+    "audit review agree",
+    "review undo",
+    "manage.py axes",
+    "strict_list.item",
+]
+
+
+def refusal_texts(client, alice, root, make_image) -> list[str]:
+    """The messages of refused page actions, as a person sees them: htmx error fragments and,
+    after a plain post, the message on the page the redirect shows."""
+    from annotation.models import FinalQuestion
+
+    image, (c1, c2) = make_image("img-1", ["One?", "Two?"])
+    shown = []
+    login(client, alice)
+    client.post(reverse("review"), **HTMX)
+    for data in (
+        {"decision": ""},
+        {"decision": "maybe"},
+        {"decision": "revise", "revised_text": "x" * 2001},
+        {"decision": "revise", "revised_text": ""},
+        {"decision": "accept", "comment": "y" * 5001},
+    ):
+        body = client.post(reverse("review_submit", args=[c1.pk]), data, **HTMX).content
+        shown.append(re.search(r'data-testid="error"[^>]*>([^<]*)<', body.decode()).group(1))
+    question = FinalQuestion.objects.create(image=image, candidate=c2, text=c2.text, method="m")
+    login(client, root)
+    page = client.post(
+        reverse("question_correct", args=[question.pk]),
+        {"field": "text", "value": "z" * 2001, "reason": "kept"},
+        follow=True,
+    ).content.decode()
+    shown.append(re.search(r'<li class="error"[^>]*>([^<]*)<', page).group(1))
+    # What was typed comes back in the form after the reload; then the form is as before.
+    assert "z" * 2001 in page and 'value="kept"' in page
+    again = client.get(reverse("image", args=[image.source_id])).content.decode()
+    assert "z" * 2001 not in again
+    return shown
+
+
+def test_refusals_speak_the_pages_words(client, alice, root, make_image):
+    texts = refusal_texts(client, alice, root, make_image)
+    assert texts == [
+        "Choose a decision: Accept, Revise or Discard.",
+        "“maybe” is not a decision: choose Accept, Revise or Discard.",
+        "The revised question is longer than 2,000 characters (2,001 sent): shorten it.",
+        "The revised question is empty: write it, or choose another decision.",
+        "The comment is longer than 5,000 characters (5,001 sent): shorten it.",
+        "The new value is longer than 2,000 characters (2,001 sent): shorten it.",
+    ]
+    for text in texts:
+        assert RAW_KEY.search(text) is None, text
+        assert not any(word in text for word in BANNED), text
+
+
+def test_every_text_field_shows_the_servers_limit(client, alice, make_image):
+    """Each text field of the review page carries its service's limit as maxlength, with the
+    limit written beside it (app.js makes it a live counter)."""
+    from core.text import MAX_COMMENT, MAX_QUESTION_TEXT
+
+    make_image("img-1", ["One?"])
+    login(client, alice)
+    body = client.post(reverse("review"), **HTMX).content.decode()
+    for name, limit in (("revised_text", MAX_QUESTION_TEXT), ("comment", MAX_COMMENT)):
+        field = re.search(rf'<(?:textarea|input) name="{name}"[^>]*>', body).group(0)
+        assert f'maxlength="{limit}"' in field, field
+        after = body[body.index(field) :]
+        assert re.search(
+            rf'^<(?:/textarea>)?.*?<small class="limit" data-limit="{limit}"', after, re.S
+        )
 
 
 # --- an annotator's own page ------------------------------------------------------------------
