@@ -239,3 +239,19 @@ def test_quick_keys_wait_for_the_save_in_flight_and_apply_in_order(dave, log_in)
     expect(page.get_by_test_id("edit-error")).to_contain_text("Someone else changed")
     expect(check(page, before[1])).to_contain_text("Changed in another tab.")
     assert person_errors == []
+
+
+def test_the_mouse_edits_a_check_with_its_edit_button(dave, log_in):
+    """What e does, a visible Edit button does: the box opens, Save saves."""
+    page = open_workspace(log_in)
+    first = tier_order(page, "answer_critical")[0]
+    check(page, first).hover()
+    check(page, first).get_by_role("button", name="Edit e").click()
+    area = check(page, first).locator("textarea[name=text]")
+    expect(area).to_be_visible()
+    expect(area).to_be_focused()
+    area.fill("The response says where the dish comes from.")
+    check(page, first).get_by_role("button", name="Save Enter").click()
+    expect(check(page, first).locator(".check-text")).to_have_text(
+        "The response says where the dish comes from."
+    )

@@ -326,13 +326,7 @@
       return;
     } else if (key === "e" || key === "Enter") {
       event.preventDefault();
-      const editor = check.querySelector(".edit-text");
-      if (editor) {
-        editor.hidden = false;
-        const area = editor.querySelector("textarea");
-        area.focus();
-        area.setSelectionRange(area.value.length, area.value.length);
-      }
+      openEditor(check);
     } else if (key === "1" || key === "2" || key === "3" || key === "[" || key === "]") {
       event.preventDefault();
       focusedCheck = check.dataset.check;
@@ -348,6 +342,21 @@
       if (reason) reason.focus();
     }
   }
+
+  // A check's text editor, opened by e (or Enter) or by its visible Edit button.
+  function openEditor(check) {
+    const editor = check.querySelector(".edit-text");
+    if (!editor) return;
+    editor.hidden = false;
+    const area = editor.querySelector("textarea");
+    area.focus();
+    area.setSelectionRange(area.value.length, area.value.length);
+  }
+
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest && event.target.closest("#checklist [data-edit]");
+    if (button) openEditor(button.closest("li.check"));
+  });
 
   // The button a key presses on a check: 1, 2, 3 re-tier (none when the check is in that tier
   // already), [ and ] move.
