@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from core import text as text_limits
 from core.errors import Conflict, InvalidInput, NotFound
 from core.text import clean_text
 
@@ -22,9 +23,9 @@ from .models import (
 )
 
 MAX_SECONDS = 24 * 3600
-MAX_TEXT = 2000
-MAX_COMMENT = 5000
-ENTITY_MAX = 500  # Image.entity's max_length
+MAX_TEXT = text_limits.MAX_QUESTION_TEXT
+MAX_COMMENT = text_limits.MAX_COMMENT
+ENTITY_MAX = text_limits.MAX_ENTITY  # Image.entity's max_length
 
 
 # A candidate whose reviews may still change: to an annotator, both look alike (blind review).
@@ -73,10 +74,12 @@ def set_status(
 
 # Fields in words for messages a person reads; `field` on the error keeps the input's name.
 FIELD_WORDS = {
-    "revised_text": "The revision",
+    "revised_text": "The revised question",
     "comment": "The comment",
     "reason": "The reason",
     "value": "The new value",
+    "note": "The note",
+    "text": "The question",
 }
 
 
@@ -89,13 +92,19 @@ def clean_field(value, field: str, *, required: bool, limit: int = MAX_TEXT) -> 
             else f"{what} is required.",
             field,
         )
-    return clean_text(value, field, limit=limit, required=required)
+    return clean_text(
+        value, field, limit=limit, required=required, label=FIELD_WORDS.get(field, field)
+    )
 
 
 def clean_decision(decision) -> str:
     if decision not in Decision.values:
+        choices = ", ".join(str(label) for label in Decision.labels[:-1])
+        choices += f" or {Decision.labels[-1]}"
         raise InvalidInput(
-            f"Choose a decision: {', '.join(Decision.values)} (the form sent {decision!r}).",
+            f"Choose a decision: {choices}."
+            if not decision
+            else f"“{str(decision)[:40]}” is not a decision: choose {choices}.",
             "decision",
         )
     return decision

@@ -31,6 +31,17 @@ def _known() -> dict[str, str]:
         "coverage": "coverage",
         "sequence": "sequence",
         "step": "step",
+        # the compiler's rules (rubrics/compiler.py Rule): what made a compiled check
+        "strict_list.item": "an item of the strict list",
+        "flexible_list.baseline": "the baseline of the flexible list",
+        "flexible_list.option": "an option of the flexible list",
+        "flexible_list.higher_threshold": "the higher threshold of the flexible list",
+        "process.step_required": "a required step of the process",
+        "process.step_optional": "an optional step of the process",
+        "process.sequence_required": "the order of the required steps",
+        "process.sequence_all": "the order of all the steps",
+        "relationship.entity": "the related entity",
+        "relationship.aspect": "an aspect of the relationship",
     }
     for choices in (Setting, Stage, CandidateOrigin):
         words.update({value: str(label) for value, label in choices.choices})
@@ -135,4 +146,29 @@ def describe_event(event) -> str:
         if result.get("selected"):
             return f"{what} (job {data.get('job')}) chose candidate {result['selected']}"
         return f"{what} (job {data.get('job')}) wrote {len(made)} candidate(s)"
-    return words(action.replace(".", " "))
+    if action.startswith("audit.review."):
+        verdict = {"agree": "agreed with", "overturn": "overturned"}.get(
+            action.rsplit(".", 1)[1], words(action.rsplit(".", 1)[1])
+        )
+        text = f"Audit: {verdict} review {data.get('review', '?')} of {_candidate(event)}"
+        return f"{text}: {data['note']}" if data.get("note") else text
+    if action == "review.undo":
+        decision = words(data.get("decision"))
+        return f"Review of {_candidate(event)} taken back" + (
+            f" (the decision was {decision})" if decision else ""
+        )
+    if action == "gold.create":
+        kind = "training item" if data.get("training") else "gold item"
+        return f"{kind.capitalize()} added, the expert's decision: {words(data.get('decision'))}"
+    if action in ("training.passed", "training.pass"):
+        who = data.get("annotator")
+        if action == "training.pass":
+            return f"Let {who or 'an annotator'} through the training"
+        return f"Training passed: {data.get('agreed', '?')} of {data.get('of', '?')} as the expert"
+    if action == "training.failed":
+        return f"Training failed: {data.get('agreed', '?')} of {data.get('of', '?')} as the expert"
+    if action == "training.reset":
+        return f"Training reset for {data.get('annotator') or 'an annotator'}: a new attempt"
+    if action == "images.source_id_fixed":
+        return f"Source id changed from “{data.get('from', '')}” to “{data.get('to', '')}”"
+    return words(action.replace(".", " ")).capitalize()

@@ -18,12 +18,13 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import MiddlewareNotUsed
+from django.http import Http404, HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 from django.urls import Resolver404, resolve
 
 from . import access
-from .http import error_response
+from .http import error_response, not_found
 from .text import MAX_VALUE, bad_character
 
 MAX_FILE_NAME = 255
@@ -219,3 +220,25 @@ class RequestSizeMiddleware:
         # The server closes the connection (gunicorn's sync workers always do; its threaded
         # ones after draining at most 64 KB): the unread body is never read.
         return refusal_response(request, request.path, *refused)
+
+
+class DebugNotFoundMiddleware:
+    """Under DEBUG (`make run`) Django answers a 404 with its debug page, which lists every
+    address of the site: this answers with the site's own not-found page instead, as production
+    does (handler404). Not used when DEBUG is off: handler404 already does it there. Inside
+    CommonMiddleware, whose redirect adds a missing slash to a 404 first."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        if not settings.DEBUG:
+            raise MiddlewareNotUsed
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        try:
+            resolve(request.path_info)
+        except Resolver404:
+            return not_found(request)
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        return not_found(request, exception) if isinstance(exception, Http404) else None

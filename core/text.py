@@ -29,6 +29,23 @@ _SOURCE_ID = re.compile(rf"\A{SOURCE_ID_PATTERN}\Z")
 # first; what is longer still is refused whatever the field.
 MAX_VALUE = 20_000
 
+# The limits of what people type on the pages: one number for the service that refuses a longer
+# text and for the page's field (its maxlength and counter, core.context_processors.limits).
+MAX_QUESTION_TEXT = 2000  # a candidate's or question's text, a revision of it
+MAX_COMMENT = 5000  # a review's or adjudication's comment, an audit's note, a gold item's note
+MAX_ENTITY = 500  # Image.entity's max_length
+MAX_CHECK_TEXT = 2000  # a rubric check's text
+MAX_REASON = 2000  # why a check was deleted, a question corrected or dropped
+MAX_SPOT_NOTE = 2000  # a spot check's note
+LIMITS = {
+    "question": MAX_QUESTION_TEXT,
+    "comment": MAX_COMMENT,
+    "entity": MAX_ENTITY,
+    "check": MAX_CHECK_TEXT,
+    "reason": MAX_REASON,
+    "spot_note": MAX_SPOT_NOTE,
+}
+
 
 def bad_character(
     value: str, *, multiline: bool = True, bidi_controls: bool | None = None
@@ -59,23 +76,32 @@ def clean_text(
     multiline: bool = True,
     strip: bool = True,
     bidi_controls: bool | None = None,
+    label: str | None = None,
 ) -> str:
     """The text, stripped, or InvalidInput naming the field: not text, empty when required,
     holding a control character (or, in a single-line text, a line break or a bidirectional
-    override), or longer than `limit` characters."""
+    override), or longer than `limit` characters. `label`: the field as the page names it
+    ("The comment"), for the message; the error's `field` stays the form's key."""
+    what = label or field
     if value is None:
         value = ""
     if not isinstance(value, str):
-        raise InvalidInput(f"{field} must be text.", field)
+        raise InvalidInput(f"{what} must be text.", field)
     if strip:
         value = value.strip()
     if required and not value:
-        raise InvalidInput(f"{field} is required.", field)
+        raise InvalidInput(f"{what} is required.", field)
     if len(value) > limit:
-        raise InvalidInput(f"{field} is longer than {limit} characters.", field)
+        # A page's field (labelled) says how far over it is; a file's field keeps its key.
+        raise InvalidInput(
+            f"{label} is longer than {limit:,} characters ({len(value):,} sent): shorten it."
+            if label
+            else f"{field} is longer than {limit} characters.",
+            field,
+        )
     bad = bad_character(value, multiline=multiline, bidi_controls=bidi_controls)
     if bad:
-        raise InvalidInput(f"{field} may not contain {bad}.", field)
+        raise InvalidInput(f"{what} may not contain {bad}.", field)
     return value
 
 

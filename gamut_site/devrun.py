@@ -144,31 +144,7 @@ def serve(start, children: list[subprocess.Popen], demo_models: dict[str, str]) 
     start([*manage, "runserver", f"{HOST}:{PORT}"])
     wait_for(PORT, "The web server", 30)
 
-    from annotation.demo import DEMO_PASSWORD_SUFFIX, DEMO_USERS
-
-    print(f"\n  GAMUT review is running at http://{HOST}:{PORT}/\n")
-    print("  Demo logins (user / password):")
-    for username, groups, staff in DEMO_USERS:
-        role = "admin" if staff else ", ".join(groups)
-        print(f"    {username:<7} {username + DEMO_PASSWORD_SUFFIX:<18} {role}")
-    if demo_models:
-        print(
-            "\n  No model is set for these LLM stages, so they use the offline **demo** "
-            "provider\n  (canned answers, no key, no network):"
-        )
-        for setting, name in demo_models.items():
-            print(f"    {setting} unset: {name}")
-        print("  Set a real model in the environment to use it instead. Launch a stage from")
-        print(
-            f"  http://{HOST}:{PORT}/jobs/ or from another shell (the worker listens on "
-            "this Redis):"
-        )
-        print(
-            f"    REDIS_URL=redis://127.0.0.1:{REDIS_PORT}/0 .venv/bin/python manage.py "
-            "launch_job generate --all --wait"
-        )
-    print(f"\n  Documentation: http://{HOST}:{PORT}/docs/   API: http://{HOST}:{PORT}/api/docs/")
-    print("  Ctrl-C stops everything.\n")
+    print(banner(demo_models))
     while True:
         for proc in children:
             if proc.poll() is not None:
@@ -177,6 +153,40 @@ def serve(start, children: list[subprocess.Popen], demo_models: dict[str, str]) 
                     "stopping the rest."
                 )
         time.sleep(1)
+
+
+def banner(demo_models: dict[str, str]) -> str:
+    """What `make run` prints once the server answers: the address, the demo logins with their
+    roles in words, and the LLM stages that use the offline demo provider."""
+    from annotation.demo import DEMO_PASSWORD_SUFFIX, DEMO_USERS
+
+    lines = [
+        f"\n  GAMUT review is running at http://{HOST}:{PORT}/\n",
+        "  Demo logins (user / password):",
+    ]
+    for username, groups, staff in DEMO_USERS:
+        role = "admin" if staff else ", ".join(g.replace("_", " ") for g in groups)
+        lines.append(f"    {username:<7} {username + DEMO_PASSWORD_SUFFIX:<18} {role}")
+    if demo_models:
+        lines.append(
+            "\n  No model is set for these LLM stages, so they use the offline demo provider\n"
+            "  (canned answers, no key, no network):"
+        )
+        lines.extend(f"    {setting} unset: {name}" for setting, name in demo_models.items())
+        lines.append("  Set a real model in the environment to use it instead. Launch a stage from")
+        lines.append(
+            f"  http://{HOST}:{PORT}/jobs/ or from another shell (the worker listens on "
+            "this Redis):"
+        )
+        lines.append(
+            f"    REDIS_URL=redis://127.0.0.1:{REDIS_PORT}/0 .venv/bin/python manage.py "
+            "launch_job generate --all --wait"
+        )
+    lines.append(
+        f"\n  Documentation: http://{HOST}:{PORT}/docs/   API: http://{HOST}:{PORT}/api/docs/"
+    )
+    lines.append("  Ctrl-C stops everything.\n")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

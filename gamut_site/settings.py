@@ -107,6 +107,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Under DEBUG only: a 404 is the site's own page, not Django's list of every address
+    # (inside CSP, so that page keeps its headers).
+    "core.middleware.DebugNotFoundMiddleware",
     "core.http.DomainErrorMiddleware",
     # After HtmxMiddleware, so that it leaves the 405s of htmx requests to htmx.
     "core.error_pages.MethodNotAllowedPage",
@@ -132,6 +135,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "annotation.home.context_processors.roles",
                 "gamut_site.docs.help_link",
+                "core.context_processors.limits",
             ],
             "builtins": ["template_partials.templatetags.partials"],
         },

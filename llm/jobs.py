@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import re
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -154,6 +155,8 @@ class JobKind:
     chunk_size: int
     concurrency: int
     max_attempts_override: int | None = None
+    title: str = ""  # what the pages call a job of this kind ("Generate candidates")
+    item_noun: str = "item"  # what one item is ("image", "question", "response")
 
     @property
     def max_attempts(self) -> int:
@@ -196,13 +199,15 @@ def register_kind(
     chunk_size: int,
     concurrency: int,
     max_attempts: int | None = None,
+    title: str = "",
+    item_noun: str = "item",
 ) -> JobKind:
     """Declare how items of `kind` are handled: `chunk_size` items per task, `concurrency`
     requests of a chunk at the providers at once (ITEMS_PER_REQUEST_SLOT times as many items in
     progress). Registering a kind again replaces it (module reloads, tests)."""
     if chunk_size < 1 or concurrency < 1:
         raise ValueError("chunk_size and concurrency must be at least 1")
-    spec = JobKind(kind, handler, chunk_size, concurrency, max_attempts)
+    spec = JobKind(kind, handler, chunk_size, concurrency, max_attempts, title, item_noun)
     _registry[kind] = spec
     return spec
 
@@ -216,6 +221,23 @@ def get_kind(kind: str) -> JobKind:
 
 def registered_kinds() -> list[str]:
     return sorted(_registry)
+
+
+def kind_title(kind: str) -> str:
+    """A job kind as the pages name it: its registered title, else its name in words."""
+    spec = _registry.get(kind)
+    if spec is not None and spec.title:
+        return spec.title
+    return kind.rsplit(".", 1)[-1].replace("_", " ").capitalize()
+
+
+def item_title(kind: str, key: str) -> str:
+    """One item as the pages name it: "Image cat-001", "Question 12" (the key "q12")."""
+    spec = _registry.get(kind)
+    noun = spec.item_noun if spec is not None else "item"
+    if noun == "question" and re.fullmatch(r"q\d+", key):
+        key = key[1:]
+    return f"{noun.capitalize()} {key}"
 
 
 # ---------------------------------------------------------------------------------------------

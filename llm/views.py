@@ -172,7 +172,13 @@ def job_item(request: HttpRequest, job_id: int, item_id: int) -> HttpResponse:
     return render(
         request,
         "llm/item.html",
-        {"job": item.job, "item": item, "ledger": ledger, "ledger_cap": LEDGER_ROWS_SHOWN},
+        {
+            "job": item.job,
+            "item": item,
+            "item_title": jobs.item_title(item.job.kind, item.key),
+            "ledger": ledger,
+            "ledger_cap": LEDGER_ROWS_SHOWN,
+        },
     )
 
 

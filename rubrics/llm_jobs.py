@@ -726,8 +726,12 @@ async def refine(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict
     return ItemResult.of_calls(result, *calls)
 
 
-register_kind(BUILD, build, chunk_size=5, concurrency=4)
-register_kind(REFINE, refine, chunk_size=5, concurrency=4)
+register_kind(
+    BUILD, build, chunk_size=5, concurrency=4, title="Build rubrics", item_noun="question"
+)
+register_kind(
+    REFINE, refine, chunk_size=5, concurrency=4, title="Refine rubrics", item_noun="question"
+)
 
 
 # ---------------------------------------------------------------------------------------------

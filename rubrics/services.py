@@ -19,8 +19,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
+from annotation.labels import words
 from annotation.models import FinalQuestion
 from core import access
+from core import text as text_limits
 from core.errors import Conflict, InvalidInput, NotAllowed, NotFound
 from core.text import clean_int, clean_text
 
@@ -39,8 +41,8 @@ from .models import (
 )
 
 TIERS = compiler.TIERS
-MAX_CHECK_TEXT = 2000
-MAX_REASON = 2000
+MAX_CHECK_TEXT = text_limits.MAX_CHECK_TEXT
+MAX_REASON = text_limits.MAX_REASON
 SOURCE_MAX = 100  # RubricCheck.source's max_length
 
 
@@ -411,7 +413,9 @@ def _record(version, row, user, op, before, now) -> None:
 def _clean_check_text(text: Any) -> str:
     if not isinstance(text, str) or not text.strip():
         raise InvalidInput("The check is empty: write a check a judge can read on its own.", "text")
-    return " ".join(clean_text(text, "text", limit=MAX_CHECK_TEXT).split())
+    return " ".join(
+        clean_text(text, "text", limit=MAX_CHECK_TEXT, label="The check's text").split()
+    )
 
 
 def _clean_tier(tier: Any) -> str:
@@ -482,7 +486,7 @@ def check_delete(
     now = now or timezone.now()
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInput("Give a reason: say why this check goes.", "reason")
-    reason = clean_text(reason, "reason", limit=MAX_REASON)
+    reason = clean_text(reason, "reason", limit=MAX_REASON, label="The reason")
 
     def apply(row: RubricCheck) -> list[str]:
         if row.deleted_at is not None:
@@ -525,7 +529,7 @@ def check_add(
     now = now or timezone.now()
     text, tier = _clean_check_text(text), _clean_tier(tier)
     version = _editable(user, version_id, revision, now)
-    source = clean_text(source, "source", limit=SOURCE_MAX, multiline=False)
+    source = clean_text(source, "source", limit=SOURCE_MAX, multiline=False, label="The meta item")
     if source and source not in meta_ids(version.meta_rubric):
         raise InvalidInput(
             f"source {source!r} is no item or meta-insight of the meta-rubric.", "source"
@@ -739,8 +743,8 @@ def rubric_warnings(meta: dict, rows: list[RubricCheck]) -> list[Disagreement]:
             warnings.append(
                 Disagreement(
                     "tier",
-                    f"{row.check_id}: tier {row.tier}, but its meta item's rule gives "
-                    f"{compiled.tier}.",
+                    f"{row.check_id} is {words(row.tier)}, but its meta item "
+                    f"({row.source}) makes it {words(compiled.tier)}.",
                     row.source,
                     [row.check_id],
                 )

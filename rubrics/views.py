@@ -21,7 +21,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
-from django_htmx.http import reswap, retarget
 
 from annotation.home.preferences import single_keys
 from annotation.models import RoundAudit
@@ -302,10 +301,10 @@ def _edit(
                     **{k: v for k, v in fields.items() if isinstance(v, str)},
                 },
             )
-            response = render(
-                request, "rubrics/workspace.html#checklist", context, status=exc.status
-            )
-            return retarget(reswap(response, "outerHTML"), "#checklist")
+            # Out of band, not HX-Retarget: htmx resolves a re-target from the element that
+            # sent the request, and a check's button is gone once an earlier save moved it.
+            context["checklist_oob"] = True
+            return render(request, "rubrics/workspace.html#checklist", context, status=exc.status)
 
         return refuse(
             request,

@@ -169,7 +169,9 @@ def test_an_over_long_entity_correction_is_refused_and_nothing_changes(root, mak
         {"field": "entity", "value": "x" * 501, "reason": "typo"},
         follow=True,
     )
-    assert "value is longer than 500 characters." in response.content.decode()
+    assert "The new value is longer than 500 characters (501 sent): shorten it." in (
+        response.content.decode()
+    )
     response = client.post(
         reverse("question_correct", args=[question.pk]),
         {"field": "drop", "reason": "bad\x1b"},
@@ -256,7 +258,9 @@ def test_an_over_long_delete_reason_is_refused(client, dave, draft):
         **HTMX,
     )
     assert response.status_code == 400
-    assert "reason is longer than 2000 characters." in response.content.decode()
+    assert "The reason is longer than 2,000 characters (2,001 sent): shorten it." in (
+        response.content.decode()
+    )
     row.refresh_from_db()
     assert row.deleted_at is None
 
@@ -264,7 +268,7 @@ def test_an_over_long_delete_reason_is_refused(client, dave, draft):
 def test_review_services_refuse_a_nul_themselves(alice, make_image):
     """The services are a boundary too: commands and tasks call them without a request."""
     _, (candidate,) = make_image()
-    with pytest.raises(InvalidInput, match="revised_text may not contain"):
+    with pytest.raises(InvalidInput, match="The revised question may not contain"):
         services.review_submit(
             user=alice, candidate_id=candidate.pk, decision="revise", revised_text="What\x00 is it?"
         )

@@ -88,3 +88,30 @@ def test_y_confirms_c_corrects_with_enter_s_skips(proposals, alice, log_in):
     # The confirmed images' candidates are offered for review now.
     page.goto("/review/")
     expect(page.get_by_test_id("question")).to_be_visible()
+
+
+def test_mouse_corrects_with_single_keys_off(proposals, alice, log_in):
+    """With single-key shortcuts off, c is only a letter: the visible Correct button opens the
+    box, and the correction saves with the mouse alone."""
+    from annotation.home.preferences import preference_set
+
+    first = proposals[0]
+    preference_set(user=alice, single_key_shortcuts=False)
+    page = log_in("alice").page
+    page.goto("/entities/")
+    expect(page.get_by_test_id("proposed-entity")).to_have_text("Citroën 2CV")
+    box = page.locator('#panel input[name="entity"]')
+    expect(box).to_be_hidden()
+    page.keyboard.press("c")
+    expect(box).to_be_hidden()  # single keys are off
+    page.get_by_role("button", name="Correct c").click()
+    expect(box).to_be_visible()
+    expect(box).to_be_focused()
+    expect(page.get_by_role("button", name="Correct c")).to_be_hidden()
+    box.fill("Citroën DS")
+    page.get_by_role("button", name="Save the correction").click()
+    expect(page.get_by_test_id("notice")).to_have_text("Corrected to Citroën DS.")
+    first.refresh_from_db()
+    assert (first.entity, first.entity_confirmed) == ("Citroën DS", True)
+    # The next image offers the Correct button again.
+    expect(page.get_by_role("button", name="Correct c")).to_be_visible()

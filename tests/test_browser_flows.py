@@ -428,7 +428,7 @@ def test_leaderboard_after_a_rubric_round_says_what_waits_and_launches_the_re_ju
     expect(page).to_have_url(re.compile(r"/jobs/\d+/$"))
     job = Job.objects.get()
     expect(page.locator(".messages")).to_contain_text(f"Job {job.pk} launched with 1 item(s).")
-    expect(page.get_by_role("heading", level=1)).to_contain_text(f"Job {job.pk}")
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Judge responses job {job.pk}")
     # One item: q1's response, to be judged on the new version's checks, by this judge.
     item = job.items.get()
     assert (job.kind, job.params["judge_id"], job.items_total) == ("judging.judge", judge.pk, 1)

@@ -256,3 +256,33 @@ def test_single_keys_off_comment_key_and_keys_on_buttons(make_image, alice, log_
     page.get_by_label("Comment").press("Enter")  # Enter still submits
     expect(question(page)).to_have_text("Two?")
     assert Review.objects.get().comment == "kept"
+
+
+def test_text_fields_count_and_a_cut_paste_is_said(make_image, alice, log_in):
+    """The comment box shows its limit (the server's), counts as one types, and a paste longer
+    than the room left is cut by the browser with a word saying so, never silently."""
+    from core.text import MAX_COMMENT
+
+    make_image("img-1", ["One?"])
+    person = log_in("alice")
+    page = person.page
+    person.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.goto("/review/")
+    expect(question(page)).to_be_visible()
+    comment = page.get_by_label("Comment")
+    assert comment.get_attribute("maxlength") == str(MAX_COMMENT)
+    note = page.locator("#review-form small.limit").last
+    expect(note).to_have_text("0 of 5,000 characters")
+    comment.focus()
+    page.keyboard.type("short")
+    expect(note).to_have_text("5 of 5,000 characters")
+    page.evaluate("navigator.clipboard.writeText('x'.repeat(20000))")
+    page.keyboard.press("Control+V")
+    expect(comment).to_have_value("short" + "x" * (MAX_COMMENT - 5))
+    expect(note).to_contain_text("the paste held 20,000")
+    expect(note).to_contain_text("its last 15,005 did not fit")
+    # The revision box has the same limit as the service.
+    page.keyboard.press("Escape")
+    page.keyboard.press("r")
+    revised = page.locator('textarea[name="revised_text"]')
+    assert revised.get_attribute("maxlength") == "2000"

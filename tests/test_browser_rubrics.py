@@ -70,7 +70,9 @@ def test_revise_a_rubric_with_the_keyboard(dave, log_in, screenshot):
     page.keyboard.press("3")
     expect(page.get_by_test_id("count-answer_critical")).to_have_text("4")
     expect(page.get_by_test_id("count-context")).to_have_text("3")
-    expect(page.get_by_test_id("warnings")).to_contain_text("I2.item1: tier context")
+    expect(page.get_by_test_id("warnings")).to_contain_text(
+        "I2.item1 is context, but its meta item (I2) makes it answer-critical"
+    )
     # Into its new group, in its place there (before the context checks that follow it).
     assert order(page, "context") == ["I2.item1", "I4.step3", "I4.seq_all"]
     assert "I2.item1" not in order(page, "answer_critical")

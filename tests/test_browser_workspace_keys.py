@@ -174,3 +174,84 @@ def test_a_focus_moved_while_a_save_settles_stays_where_the_person_put_it(dave, 
     expect(page.get_by_test_id("count-context")).to_have_text("2")
     page.wait_for_timeout(1200)
     expect(check(page, "I1")).to_be_focused()
+
+
+def tier_order(page: Page, tier: str) -> list[str]:
+    return page.locator(f"#checks-{tier} li.check").evaluate_all(
+        "els => els.map(e => e.dataset.check)"
+    )
+
+
+def test_quick_keys_wait_for_the_save_in_flight_and_apply_in_order(dave, log_in):
+    """Keys pressed faster than the saves answer: `]` three times, `2` twice, Enter twice in an
+    edit. Each takes effect, in order; nothing is refused as stale, nothing fails on the page.
+    A real conflict (another tab saved) is said on the page."""
+    page = open_workspace(log_in)
+    person_errors = []
+    page.on("pageerror", lambda exc: person_errors.append(str(exc)))
+    statuses: list[int] = []
+    page.on(
+        "response",
+        lambda r: statuses.append(r.status) if "/checks/" in r.url else None,
+    )
+    before = tier_order(page, "answer_critical")
+    first = before[0]
+    check(page, first).focus()
+    for _ in range(3):
+        page.keyboard.press("]")
+    expected = [*before[1:4], first, *before[4:]]
+    expect(page.locator("#checks-answer_critical li.check").nth(3)).to_have_attribute(
+        "data-check", first
+    )
+    wait_for(page, lambda: len(statuses) >= 3)
+    assert tier_order(page, "answer_critical") == expected
+    expect(check(page, first)).to_be_focused()
+
+    page.keyboard.press("2")
+    page.keyboard.press("2")
+    expect(page.locator(f"#checks-valuable [data-check='{first}']")).to_have_count(1)
+    page.keyboard.press("e")
+    area = check(page, first).locator("textarea[name=text]")
+    expect(area).to_be_focused()
+    area.fill("The response names the dish's region of origin.")
+    page.keyboard.press("Enter")
+    page.keyboard.press("Enter")
+    expect(check(page, first).locator(".check-text")).to_have_text(
+        "The response names the dish's region of origin."
+    )
+    page.wait_for_timeout(300)
+    assert 409 not in statuses, statuses
+    expect(page.get_by_test_id("edit-error")).to_have_count(0)
+    assert person_errors == []
+
+    # Someone else saves meanwhile: the next key is refused, and the page says so.
+    version = RubricVersion.objects.get(stage=Stage.HUMAN_1)
+    services.check_edit_text(
+        user=dave,
+        version_id=version.pk,
+        check_pk=version.checks.get(check_id=before[1]).pk,
+        text="Changed in another tab.",
+        revision=version.revision,
+    )
+    check(page, first).focus()
+    page.keyboard.press("[")
+    page.keyboard.press("[")
+    expect(page.get_by_test_id("edit-error")).to_contain_text("Someone else changed")
+    expect(check(page, before[1])).to_contain_text("Changed in another tab.")
+    assert person_errors == []
+
+
+def test_the_mouse_edits_a_check_with_its_edit_button(dave, log_in):
+    """What e does, a visible Edit button does: the box opens, Save saves."""
+    page = open_workspace(log_in)
+    first = tier_order(page, "answer_critical")[0]
+    check(page, first).hover()
+    check(page, first).get_by_role("button", name="Edit e").click()
+    area = check(page, first).locator("textarea[name=text]")
+    expect(area).to_be_visible()
+    expect(area).to_be_focused()
+    area.fill("The response says where the dish comes from.")
+    check(page, first).get_by_role("button", name="Save Enter").click()
+    expect(check(page, first).locator(".check-text")).to_have_text(
+        "The response says where the dish comes from."
+    )

@@ -638,7 +638,7 @@ def describe(plan: CragPlan, mapping: dict[str, str]) -> list[str]:
     lines = [
         f"{plan.rows} row(s) in {len(plan.shards)} shard(s) of split {plan.split}: "
         f"{', '.join(plan.shards)}",
-        f"revision: {plan.revision or 'unknown (give --revision)'}; licence: {plan.license}",
+        f"revision: {plan.revision or 'not given'}; licence: {plan.license}",
         "domains (CRAG-MM label -> benchmark domain: rows):",
     ]
     for label, domain, count in plan.domain_table(mapping):

@@ -157,7 +157,9 @@ async def propose(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dic
     return ItemResult.of_calls(result, call)
 
 
-register_kind(PROPOSE, propose, chunk_size=20, concurrency=8)
+register_kind(
+    PROPOSE, propose, chunk_size=20, concurrency=8, title="Propose entities", item_noun="image"
+)
 
 
 def entity_model() -> LLMModel:

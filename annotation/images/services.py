@@ -41,7 +41,9 @@ def image_entity_confirm(
         raise NotFound(f"There is no image {image_id}.")
     if corrected is not None:
         corrected = " ".join(
-            clean_text(corrected, "entity", limit=ENTITY_MAX, required=True).split()
+            clean_text(
+                corrected, "entity", limit=ENTITY_MAX, required=True, label="The entity"
+            ).split()
         )
     new = corrected if corrected is not None else image.entity
     changed = Image.objects.filter(

@@ -232,6 +232,8 @@ def image_page(request: HttpRequest, source_id: str) -> HttpResponse:
             "corrections": question.corrections.select_related("made_by") if question else [],
             "candidates": candidates,
             "events": events,
+            # A refused correction's fields (questions/views.py), shown again in its form.
+            "attempt": request.session.pop("correction_attempt", None) or {},
         },
     )
 

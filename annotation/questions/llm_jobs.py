@@ -481,8 +481,12 @@ async def guard(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | dict[
     return ItemResult.of_calls(result, call)
 
 
-register_kind(GENERATE, generate, chunk_size=20, concurrency=8)
-register_kind(GUARD, guard, chunk_size=20, concurrency=8)
+register_kind(
+    GENERATE, generate, chunk_size=20, concurrency=8, title="Generate candidates", item_noun="image"
+)
+register_kind(
+    GUARD, guard, chunk_size=20, concurrency=8, title="Guard the candidates", item_noun="image"
+)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -86,8 +86,8 @@ def question_correct(
         raise InvalidInput("The new value is empty.", "value")
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInput("Give a reason: it is kept in the history.", "reason")
-    value = clean_text(value, "value", limit=limit, required=True)
-    reason = clean_text(reason, "reason", limit=MAX_COMMENT, required=True)
+    value = clean_text(value, "value", limit=limit, required=True, label="The new value")
+    reason = clean_text(reason, "reason", limit=MAX_COMMENT, required=True, label="The reason")
     question = (
         FinalQuestion.objects.select_for_update()
         .select_related("image")
@@ -139,7 +139,7 @@ def question_drop(
         raise NotAllowed("Only admins drop or restore questions.")
     if not isinstance(reason, str) or not reason.strip():
         raise InvalidInput("Give a reason: it is kept in the history.", "reason")
-    reason = clean_text(reason, "reason", limit=MAX_COMMENT, required=True)
+    reason = clean_text(reason, "reason", limit=MAX_COMMENT, required=True, label="The reason")
     question = FinalQuestion.objects.select_for_update().filter(pk=question_id).first()
     if question is None:
         raise NotFound(f"There is no question {question_id}.")

@@ -22,6 +22,8 @@ from ..models import (
 from . import services
 from .pipeline import pipeline_counts, pipeline_waits
 
+CORRECTION_ATTEMPT = "correction_attempt"  # session key: a refused correction's fields
+
 
 @access.role_required(access.ADMIN)
 def pipeline(request: HttpRequest) -> HttpResponse:
@@ -81,6 +83,12 @@ def question_correct(request: HttpRequest, question_id: int) -> HttpResponse:
                 reason=reason,
             )
     except DomainError as exc:
+        # Kept for the page the redirect shows: the refused form comes back with what was typed.
+        request.session[CORRECTION_ATTEMPT] = {
+            "field": field_name,
+            "value": request.POST.get("value", ""),
+            "reason": reason,
+        }
         return refuse(request, exc, redirect_to=reverse("image", args=[question.image.source_id]))
     messages.success(
         request,

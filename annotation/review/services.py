@@ -79,6 +79,11 @@ def review_claim(
             .order_by("created_at")
             .first()
         )
+        if held is not None and gold.must_train(user):
+            # A training set arrived (or was reset) while a real candidate was held: the
+            # training comes first, and the real candidate goes back to the pool, not lost.
+            ReviewClaim.objects.filter(pk=held.pk).delete()
+            held = None
         # Renewing can lose to the sweeper deleting the lease at this very moment: then claim anew.
         if held is not None and ReviewClaim.objects.filter(pk=held.pk).update(
             expires_at=expires_at
@@ -149,7 +154,11 @@ def review_held(
         .order_by("created_at")
         .first()
     )
-    return Claimed(held.candidate, held.expires_at) if held else None
+    if held is None:
+        return None
+    if held.candidate.status != CandidateStatus.GOLD and gold.must_train(user):
+        return None  # the training comes first: the page's claim releases this one
+    return Claimed(held.candidate, held.expires_at)
 
 
 def _slots_taken(candidate: Candidate, user, now: datetime) -> int:
@@ -312,7 +321,10 @@ def review_submit(
             now=now,
         )
     if gold.must_train(user):
-        raise NotAllowed("Finish the training first: real candidates come after it.")
+        raise NotAllowed(
+            "Finish the training first: this candidate went back to the pool, and real "
+            "candidates come once you pass."
+        )
     if user.pk in (candidate.author_id, candidate.co_author_id):
         raise NotAllowed("You wrote this question, so you may not review it.")
 

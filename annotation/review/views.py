@@ -107,6 +107,8 @@ def review_page(request: HttpRequest) -> HttpResponse:
     if reopened and context["candidate"] and reopened.get("candidate") == context["candidate"].pk:
         context["previous"] = reopened
     context["gold_feedback"] = request.session.pop(GOLD_FEEDBACK, None)
+    if context["gold_feedback"]:
+        context["claim_on_load"] = False  # read first: Continue claims the next
     return render(request, "annotation/review/review.html", context)
 
 
@@ -209,6 +211,7 @@ def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
             context = _review_context(request, error=exc, previous=form)
             if exc.status in (403, 409):  # the candidate is gone for this person: the next
                 context["notice"] = exc.message
+                context["refused"] = True  # said in the warning colour, not as a success
                 context["error"] = None
                 # An answer sent again under its key with another choice: what is recorded,
                 # and the way to change it.
@@ -225,14 +228,20 @@ def review_submit(request: HttpRequest, candidate_id: int) -> HttpResponse:
     feedback = gold_feedback(answer)  # the expert's answer, after a gold item
     if not request.htmx:
         if feedback:
+            # Shown alone with Continue: the next candidate is claimed when the person goes on.
             request.session[GOLD_FEEDBACK] = feedback
-        # The next one is claimed here, in the POST: the page the redirect shows only reads.
-        services.review_claim(user=request.user, skip=request.session.get(SKIPPED, []))
+        else:
+            # The next one is claimed here, in the POST: the page the redirect shows only reads.
+            services.review_claim(user=request.user, skip=request.session.get(SKIPPED, []))
         messages.success(request, "Review saved.")
         return redirect("review")
-    context = _review_context(request)
+    if feedback:
+        # The expert's answer alone, read before the next question (Continue claims it).
+        context = _review_context(request, claim=False)
+        context.update(gold_feedback=feedback, candidate=None, claimed=None, claim_on_load=False)
+    else:
+        context = _review_context(request)
     context["notice"] = "Review saved."
-    context["gold_feedback"] = feedback
     return render(request, "annotation/review/review.html#panel", context)
 
 

@@ -59,3 +59,39 @@ def event_words(event) -> str:
     from annotation.labels import describe_event
 
     return describe_event(event)
+
+
+@register.filter
+def readable(value) -> list[tuple[str, str, bool]]:
+    """A job item's payload or result as (label, text, structured) rows: each key in words
+    ("question_id" -> "question id"), a scalar or a list of scalars as text, anything nested
+    as indented JSON (structured). Not a dict: one row of the whole value."""
+    import json
+
+    def text(item) -> tuple[str, bool]:
+        if isinstance(item, bool):
+            return ("yes" if item else "no"), False
+        if item is None:
+            return "—", False
+        if isinstance(item, (str, int, float)):
+            return str(item), False
+        if isinstance(item, list) and all(isinstance(i, (str, int, float)) for i in item):
+            return (", ".join(str(i) for i in item) or "none"), False
+        return json.dumps(item, indent=2, ensure_ascii=False, sort_keys=True), True
+
+    if not isinstance(value, dict):
+        shown, structured = text(value)
+        return [("Value", shown, structured)]
+    rows = []
+    for key, item in value.items():
+        shown, structured = text(item)
+        rows.append((in_words(key).capitalize(), shown, structured))
+    return rows
+
+
+@register.filter
+def job_title(kind: str) -> str:
+    """A job's kind as the pages name it ("annotation.generate" -> "Generate candidates")."""
+    from llm.jobs import kind_title
+
+    return kind_title(kind)

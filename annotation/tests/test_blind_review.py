@@ -146,7 +146,9 @@ def test_an_annotator_learns_only_that_her_own_review_is_in(make_image, alice, b
     refusals = {}
     for candidate in (one, full):
         on_page = erin_page.post(f"/review/{candidate.pk}/", {"decision": "accept"}, **HTMX)
-        notice = re.search(r'<span class="notice" role="status">([^<]*)<', on_page.content.decode())
+        notice = re.search(
+            r'<span class="notice[^"]*" role="status"[^>]*>([^<]*)<', on_page.content.decode()
+        )
         by_api = erin_api.post(
             f"/api/candidates/{candidate.pk}/reviews/", {"decision": "accept"}, format="json"
         )

@@ -18,7 +18,7 @@ from annotation.tests.quality import GOLD_NOTE, make_gold, set_rates
 pytestmark = pytest.mark.django_db
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
-NOTICE = re.compile(r'<span class="notice" role="status">([^<]*)<')
+NOTICE = re.compile(r'<span class="notice[^"]*" role="status"[^>]*>([^<]*)<')
 ERROR = re.compile(r'data-testid="error" data-field="([^"]*)">([^<]*)<')
 
 

@@ -81,6 +81,26 @@ def test_404_names_the_address_and_the_page_above(client, root):
     assert 'href="/">Your home page</a>' in nowhere.content.decode()
 
 
+def test_404_under_debug_is_the_sites_own_page(client, root, settings):
+    """`make run` runs with DEBUG on: a mistyped address (or a view's own 404) still shows the
+    site's not-found page, not Django's debug page listing every address."""
+    settings.DEBUG = True
+    login(client, root)
+    nowhere = client.get("/no/such/place/")
+    assert nowhere.status_code == 404
+    body = nowhere.content.decode()
+    assert "There is nothing at this address" in body
+    assert "URLconf" not in body and "DEBUG = True" not in body
+    raised = client.get("/images/no-such-image/")  # the view's get_object_or_404
+    assert raised.status_code == 404
+    assert "There is nothing at this address" in raised.content.decode()
+    assert "DEBUG = True" not in raised.content.decode()
+    api = client.get("/api/no/such/thing/")
+    assert api.status_code == 404 and api.json() == {"detail": "Not found."}
+    # A missing slash is still added by the redirect before anything is refused.
+    assert client.get("/images").status_code == 301
+
+
 def test_500_is_a_page_without_the_database(client, root, monkeypatch):
     def broken():
         raise RuntimeError("the report failed")
@@ -272,6 +292,12 @@ def test_every_event_reads_as_a_sentence(alice):
             action="guard.verdict", candidate_id=7, data={"selected": True, "reason": "clear"}
         ),
         AuditEvent(action="llm.generate", data={"job": 2, "result": {"candidates": [1, 2]}}),
+        AuditEvent(action="audit.review.agree", candidate_id=5, data={"review": 9, "note": ""}),
+        AuditEvent(
+            action="audit.review.overturn", candidate_id=5, data={"review": 9, "note": "vague"}
+        ),
+        AuditEvent(action="review.undo", candidate_id=6, data={"decision": "accept"}),
+        AuditEvent(action="training.failed", data={"agreed": 1, "of": 4}),
     ]
     assert [describe_event(e) for e in samples] == [
         "Candidate 4: open → accepted (two acceptances)",
@@ -279,6 +305,10 @@ def test_every_event_reads_as_a_sentence(alice):
         "Ground-truth entity corrected from “Latte” to “Cappuccino”: typo",
         "Guard on candidate 7: selected (clear)",
         "Generation (job 2) wrote 2 candidate(s)",
+        "Audit: agreed with review 9 of candidate 5",
+        "Audit: overturned review 9 of candidate 5: vague",
+        "Review of candidate 6 taken back (the decision was accept)",
+        "Training failed: 1 of 4 as the expert",
     ]
     assert words("partially_meets") == "partially meets"
     assert words("answer_critical") == "answer-critical"
@@ -349,9 +379,92 @@ def test_no_page_shows_a_raw_key_for_any_demo_role(client, capsys):
             response = client.get(url)
             assert response.status_code in (200, 403, 404, 405), (person, url)
             seen.add(response.status_code)
-            raw = sorted(set(RAW_KEY.findall(visible_text(response.content.decode()))))
+            text = visible_text(response.content.decode())
+            raw = sorted(set(RAW_KEY.findall(text)))
             assert raw == [], (person.username, url, raw)
+            assert [w for w in BANNED if w in text] == [], (person.username, url)
     assert seen == {200, 403, 404, 405}
+
+
+# Words the issue found on pages (issue 24, section 3), none of which may come back.
+BANNED = [
+    "revised_text",
+    "(the form sent",
+    "rule gives",
+    "give --revision",
+    "LLM_BATCH_POLL_SECONDS",
+    "1 final questions",
+    "of the two)",
+    "audit review agree",
+    "review undo",
+    "manage.py axes",
+    "strict_list.item",
+]
+
+
+def refusal_texts(client, alice, root, make_image) -> list[str]:
+    """The messages of refused page actions, as a person sees them: htmx error fragments and,
+    after a plain post, the message on the page the redirect shows."""
+    from annotation.models import FinalQuestion
+
+    image, (c1, c2) = make_image("img-1", ["One?", "Two?"])
+    shown = []
+    login(client, alice)
+    client.post(reverse("review"), **HTMX)
+    for data in (
+        {"decision": ""},
+        {"decision": "maybe"},
+        {"decision": "revise", "revised_text": "x" * 2001},
+        {"decision": "revise", "revised_text": ""},
+        {"decision": "accept", "comment": "y" * 5001},
+    ):
+        body = client.post(reverse("review_submit", args=[c1.pk]), data, **HTMX).content
+        shown.append(re.search(r'data-testid="error"[^>]*>([^<]*)<', body.decode()).group(1))
+    question = FinalQuestion.objects.create(image=image, candidate=c2, text=c2.text, method="m")
+    login(client, root)
+    page = client.post(
+        reverse("question_correct", args=[question.pk]),
+        {"field": "text", "value": "z" * 2001, "reason": "kept"},
+        follow=True,
+    ).content.decode()
+    shown.append(re.search(r'<li class="error"[^>]*>([^<]*)<', page).group(1))
+    # What was typed comes back in the form after the reload; then the form is as before.
+    assert "z" * 2001 in page and 'value="kept"' in page
+    again = client.get(reverse("image", args=[image.source_id])).content.decode()
+    assert "z" * 2001 not in again
+    return shown
+
+
+def test_refusals_speak_the_pages_words(client, alice, root, make_image):
+    texts = refusal_texts(client, alice, root, make_image)
+    assert texts == [
+        "Choose a decision: Accept, Revise or Discard.",
+        "“maybe” is not a decision: choose Accept, Revise or Discard.",
+        "The revised question is longer than 2,000 characters (2,001 sent): shorten it.",
+        "The revised question is empty: write it, or choose another decision.",
+        "The comment is longer than 5,000 characters (5,001 sent): shorten it.",
+        "The new value is longer than 2,000 characters (2,001 sent): shorten it.",
+    ]
+    for text in texts:
+        assert RAW_KEY.search(text) is None, text
+        assert not any(word in text for word in BANNED), text
+
+
+def test_every_text_field_shows_the_servers_limit(client, alice, make_image):
+    """Each text field of the review page carries its service's limit as maxlength, with the
+    limit written beside it (app.js makes it a live counter)."""
+    from core.text import MAX_COMMENT, MAX_QUESTION_TEXT
+
+    make_image("img-1", ["One?"])
+    login(client, alice)
+    body = client.post(reverse("review"), **HTMX).content.decode()
+    for name, limit in (("revised_text", MAX_QUESTION_TEXT), ("comment", MAX_COMMENT)):
+        field = re.search(rf'<(?:textarea|input) name="{name}"[^>]*>', body).group(0)
+        assert f'maxlength="{limit}"' in field, field
+        after = body[body.index(field) :]
+        assert re.search(
+            rf'^<(?:/textarea>)?.*?<small class="limit" data-limit="{limit}"', after, re.S
+        )
 
 
 # --- an annotator's own page ------------------------------------------------------------------
@@ -418,3 +531,31 @@ def test_a_stale_form_gets_a_page_that_says_what_to_do(alice, make_image):
     assert "This form was sent from a page that is out of date" in body
     assert 'href="/review/"' in body
     assert menu(body) == ["Review", "My work"]
+
+
+def test_job_pages_name_the_job_and_its_items_in_words(client, root):
+    """ "Generate candidates", not "annotation.generate"; "Question 3", not "q3"; the payload
+    and the result as fields, not Python dicts."""
+    import annotation.questions.llm_jobs  # noqa: F401  (registers the kinds)
+    import rubrics.llm_jobs  # noqa: F401
+    from llm.models import Job, JobItem
+
+    generate = Job.objects.create(kind="annotation.generate", items_total=1)
+    refine = Job.objects.create(kind="rubrics.refine", items_total=1)
+    item = JobItem.objects.create(
+        job=refine,
+        key="q3",
+        payload={"question_id": 3, "round": 1, "stages": ["draft", "refined"]},
+        result={"version_id": 9, "dropped": [{"id": "I2", "why": "duplicate"}]},
+    )
+    login(client, root)
+    listing = visible_text(client.get(reverse("jobs")).content.decode())
+    assert "Generate candidates" in listing and "Refine rubrics" in listing
+    assert "annotation.generate" not in listing and "rubrics.refine" not in listing
+    page = client.get(reverse("job", args=[generate.pk])).content.decode()
+    assert '<h1 data-testid="job-title">Generate candidates' in page
+    body = client.get(reverse("job_item", args=[refine.pk, item.pk])).content.decode()
+    assert '<h1 data-testid="item-title">Question 3</h1>' in body
+    assert "<dt>Question id</dt><dd>3</dd>" in body
+    assert "<dt>Stages</dt><dd>draft, refined</dd>" in body
+    assert "{&#x27;" not in body and "&#x27;question_id&#x27;" not in body

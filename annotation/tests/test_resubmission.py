@@ -66,7 +66,7 @@ def test_the_page_says_what_is_recorded_and_offers_to_change_it(client, make_ima
     )
     html = answer.content.decode()
     assert answer.status_code == 200 and "Review saved." not in html
-    notice = re.search(r'<span class="notice" role="status">([^<]*)<', html).group(1)
+    notice = re.search(r'<span class="notice[^"]*" role="status"[^>]*>([^<]*)<', html).group(1)
     assert "your answer to “One?” is Discard" in notice and "was not recorded" in notice
     recorded = Review.objects.get(candidate=c1)
     assert recorded.decision == "discard"

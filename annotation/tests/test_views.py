@@ -116,7 +116,7 @@ def test_htmx_error_keeps_what_was_typed(client, make_image, alice):
         **HTMX,
     )
     body = response.content.decode()
-    assert "The revision is empty: write it, or choose another decision." in body
+    assert "The revised question is empty: write it, or choose another decision." in body
     assert 'value="keep me"' in body
     assert not Review.objects.exists()
 

@@ -72,6 +72,10 @@ def test_after_a_gold_item_the_expert_answer_is_shown(client, make_image, root, 
     assert 'data-testid="gold-feedback"' in html
     assert "The expert decided otherwise" in html and GOLD_NOTE in html
     assert "Leading (fails the stranger test)" in html  # the reason in words, not its key
+    # Read alone, with Continue: nothing is claimed until the person goes on.
+    assert 'data-testid="question"' not in html and 'data-testid="continue"' in html
+    assert not ReviewClaim.objects.filter(annotator=alice).exists()
+    client.post(reverse("review"))  # Continue
     # Without htmx: post, redirect, and the answer shown once on the page after it.
     item2 = make_gold(root, image, text="Second gold?", decision="accept")
     held = ReviewClaim.objects.get(annotator=alice).candidate_id  # the real one, drawn next
@@ -83,6 +87,7 @@ def test_after_a_gold_item_the_expert_answer_is_shown(client, make_image, root, 
     assert response.status_code == 302
     page = client.get(reverse("review")).content.decode()
     assert "You decided as the expert did" in page
+    assert 'data-testid="continue"' in page and 'data-testid="claiming"' not in page
     assert "You decided as the expert did" not in client.get(reverse("review")).content.decode()
 
 
@@ -95,6 +100,8 @@ def test_a_trainee_sees_their_progress_and_then_the_refusal(client, make_image, 
     assert "Training: 0 of 1 answered" in page and item.candidate.text in page
     client.post(reverse("review_submit", args=[item.candidate_id]), {"decision": "accept"})
     page = client.get(reverse("review")).content.decode()
+    assert "You did not pass the training" in page and 'data-testid="continue"' in page
+    page = client.get(reverse("review")).content.decode()  # the answer was shown once
     assert "You did not pass the training" in page and 'data-testid="claiming"' in page
     page = client.post(reverse("review"), **HTMX).content.decode()
     assert "You did not pass the training" in page and 'data-testid="empty"' in page

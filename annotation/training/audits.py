@@ -21,6 +21,7 @@ from django.db.models import Count, Exists, OuterRef, Q
 from django.utils import timezone
 
 from core import access
+from core import text as text_limits
 from core.errors import Conflict, InvalidInput, NotAllowed, NotFound
 from rubrics.models import HUMAN_STAGES, RubricVersion
 
@@ -40,7 +41,7 @@ rng = random.Random()  # tests may seed it
 
 REVIEW_VERDICTS = (AuditVerdict.AGREE, AuditVerdict.OVERTURN)
 ROUND_VERDICTS = (AuditVerdict.ACCEPT, AuditVerdict.FLAG)
-MAX_NOTE = 5000
+MAX_NOTE = text_limits.MAX_COMMENT
 
 
 def due(rate: float, n: int) -> int:

@@ -71,7 +71,10 @@ class RunSerializer(serializers.Serializer):
         help_text="only the final questions of these images' source ids",
     )
     fresh = serializers.BooleanField(
-        default=False, help_text="ignore the ledger's cache and earlier verdicts"
+        default=False,
+        help_text="fresh calls for what has no answer or verdict yet: nothing from the "
+        "ledger's cache, no copy of an earlier verdict with the same key (a verdict once given "
+        "is kept; to judge again, add a judge under a new name)",
     )
     batch = serializers.BooleanField(default=False, help_text="judge: Gemini's Batch API")
 

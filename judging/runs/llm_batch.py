@@ -155,4 +155,11 @@ async def judge_batch(gateway: Gateway, payload: dict[str, Any]) -> ItemResult |
     raise ItemDeferred(poll, {"round": rounds, "batches": names}, *calls)
 
 
-register_kind(JUDGE_BATCH, judge_batch, chunk_size=5, concurrency=5)
+register_kind(
+    JUDGE_BATCH,
+    judge_batch,
+    chunk_size=5,
+    concurrency=5,
+    title="Judge responses through the Batch API",
+    item_noun="batch",
+)

@@ -469,10 +469,16 @@ async def evaluate(gateway: Gateway, payload: dict[str, Any]) -> ItemResult | di
     return ItemResult.of_calls(result, *calls)
 
 
-register_kind(COLLECT, collect, chunk_size=20, concurrency=16)
-register_kind(JUDGE, judge, chunk_size=32, concurrency=8)
+register_kind(
+    COLLECT, collect, chunk_size=20, concurrency=16, title="Collect answers", item_noun="image"
+)
+register_kind(
+    JUDGE, judge, chunk_size=32, concurrency=8, title="Judge responses", item_noun="response"
+)
 # An item makes one answer call and a call per check for each judge (about 35 each).
-register_kind(EVALUATE, evaluate, chunk_size=16, concurrency=16)
+register_kind(
+    EVALUATE, evaluate, chunk_size=16, concurrency=16, title="Evaluate a model", item_noun="item"
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -536,6 +542,16 @@ def collect_launch(
             "fresh": fresh,
         },
     )
+
+
+# A verdict once given is kept (spot checks, releases and published boards point at it): a run,
+# fresh calls or not, judges only the checks still without one. Judging again is a new judge.
+NOTHING_TO_JUDGE = (
+    "Every response in scope has a verdict from this judge on every check of its question's "
+    "final rubric, so there is nothing to judge. Fresh calls judge only checks without a "
+    "verdict (a verdict once given is kept); to judge everything again, add a judge under a "
+    "new name with the same model."
+)
 
 
 @dataclass(frozen=True)
@@ -695,10 +711,7 @@ def judge_launch(
         versions=versions,
     )  # the items suffice
     if not scope.items:
-        raise JobError(
-            "Every response in scope has a verdict from this judge on every check "
-            "of its question's final rubric."
-        )
+        raise JobError(NOTHING_TO_JUDGE)
     params = {
         "judge_id": judge.pk,
         "judge": judge.name,

@@ -96,10 +96,7 @@ def run_estimate(what: str, data: dict[str, Any]) -> Estimate:
             versions=data.get("versions"),  # a release's; None: the final versions
         )
         if not scope.items:
-            raise JobError(
-                "Every response in scope has a verdict from this judge on every "
-                "check of its question's final rubric."
-            )
+            raise JobError(llm_jobs.NOTHING_TO_JUDGE)
         per_in, per_out = TYPICAL[(llm_jobs.JUDGE, "")]
         items, calls = len(scope.items), scope.calls
         if data.get("batch"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings as django_settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -46,9 +47,7 @@ class _Scoped(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         label="Only these images (source ids, one per line; empty: every final question)",
     )
-    fresh = forms.BooleanField(
-        required=False, label="Fresh calls (ignore the ledger's cache and earlier verdicts)"
-    )
+    fresh = forms.BooleanField(required=False)
 
     def clean_ids(self) -> list[int] | None:
         return question_ids(parse_ids(self.cleaned_data.get("ids") or ""))
@@ -76,6 +75,11 @@ class CollectForm(_Scoped):
         empty_label=None,
     )
     setting = forms.ChoiceField(choices=Setting.choices)
+    fresh = forms.BooleanField(
+        required=False,
+        label="Fresh calls: ask the model again instead of answering from the ledger's cache "
+        "(questions it has answered are not asked again)",
+    )
 
 
 class JudgeForm(_Scoped):
@@ -98,11 +102,17 @@ class JudgeForm(_Scoped):
         widget=forms.CheckboxSelectMultiple,
         label="Settings (none ticked: both)",
     )
+    fresh = forms.BooleanField(
+        required=False,
+        label="Fresh calls for the checks still without a verdict: no copy of an earlier "
+        "verdict with the same key, no answer from the ledger's cache (a verdict once given "
+        "is kept: to judge everything again, add a judge under a new name)",
+    )
     batch = forms.BooleanField(
         required=False,
         widget=forms.CheckboxInput(attrs={"data-only-for-provider": Provider.GEMINI}),
-        label="Through Gemini's Batch API (half the price; results within a "
-        "day, polled every LLM_BATCH_POLL_SECONDS)",
+        label="Through Gemini's Batch API (half the price; results within a day, asked for "
+        f"every {django_settings.LLM_BATCH_POLL_SECONDS} seconds)",
     )
     release = forms.ModelChoiceField(
         Release.objects.all(),

@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from core.text import MAX_SPOT_NOTE
 from rubrics.services import final_version_ids
 
 from ..models import Judge, SpotCheck, Verdict, VerdictValue
@@ -115,6 +116,11 @@ def spot_check_grade(
     now = now or timezone.now()
     if verdict not in GRADES:
         raise SpotCheckError(f"choose one of {', '.join(GRADES)}")
+    if len((note or "").strip()) > MAX_SPOT_NOTE:
+        raise SpotCheckError(
+            f"The note is longer than {MAX_SPOT_NOTE:,} characters "
+            f"({len(note.strip()):,} sent): shorten it."
+        )
     spot = SpotCheck.objects.select_for_update().filter(pk=spot_check_id).first()
     if spot is None:
         raise SpotCheckError("there is no such spot check")

@@ -98,6 +98,17 @@ def test_judge_estimate_counts_checks_and_refuses_unknown_ids(client, root, setu
         client, "judging_runs_estimate", {**data, "judge-settings": ["text_only"]}
     ).content.decode()
     assert 'data-testid="estimate-error"' in body and "Every response in scope" in body
+    # Fresh calls judge nothing already judged, and the page says so, with the way to re-judge.
+    fresh = _post(
+        client,
+        "judging_runs_estimate",
+        {**data, "judge-settings": ["text_only"], "judge-fresh": "on"},
+    ).content.decode()
+    assert "Fresh calls judge only checks without a verdict" in fresh
+    assert "add a judge under a new name" in fresh
+    page = client.get(reverse("judging_runs")).content.decode()
+    assert "ignore the ledger's cache and earlier verdicts" not in page
+    assert "Fresh calls for the checks still without a verdict" in page
     launched = _post(client, "judging_runs_launch", {**data, "judge-ids": "q2"})
     assert launched.status_code == 302
     job = Job.objects.get()

@@ -324,7 +324,8 @@ def test_item_page_shows_outcome_and_the_jobs_ledger(client, root):
     )
     html = client.get(reverse("job_item", args=[job.pk, item.pk])).content.decode()
     assert "bad output for img-000" in html and "{not json" in html
-    assert "&#x27;n&#x27;: 0" in html  # the payload, escaped
+    # The payload as fields in words, not a Python dict.
+    assert "<dt>N</dt><dd>0</dd>" in html and "&#x27;n&#x27;" not in html
     ledger = html[html.index('data-testid="ledger"') :]
     assert "generate" in ledger and "123" in ledger and "elsewhere" not in ledger
     if prompt:

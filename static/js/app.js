@@ -240,16 +240,9 @@
     } else if (key === "z") {
       toggleZoom(root.querySelector("img[data-zoom]"));
     } else if (key === "c") {
-      const form = root.querySelector("[data-correct-form]");
-      if (!form) return;
+      if (!root.querySelector("[data-correct-form]")) return;
       event.preventDefault();
-      // Marked, so that the new panel's preparation (htmx:load, which a busy machine delays
-      // past the first keys pressed on it) leaves the box open.
-      form.dataset.opened = "true";
-      form.hidden = false;
-      const box = form.querySelector("input[name='entity']");
-      box.focus();
-      box.select();
+      openCorrection(root);
     } else if (key === "y" || key === "s") {
       const action = root.querySelector('[data-action-key="' + key + '"]');
       if (!action || action.disabled || sending.has(action.form)) return;
@@ -257,6 +250,26 @@
       send(action.form, action);
     }
   }
+
+  // The correction box, opened by c or by its visible Correct button.
+  function openCorrection(root) {
+    const form = root.querySelector("[data-correct-form]");
+    if (!form) return;
+    // Marked, so that the new panel's preparation (htmx:load, which a busy machine delays
+    // past the first keys pressed on it) leaves the box open.
+    form.dataset.opened = "true";
+    form.hidden = false;
+    const opener = root.querySelector("[data-open-correct]");
+    if (opener) opener.hidden = true;
+    const box = form.querySelector("input[name='entity']");
+    box.focus();
+    box.select();
+  }
+
+  document.addEventListener("click", function (event) {
+    const opener = event.target.closest && event.target.closest("[data-open-correct]");
+    if (opener) openCorrection(opener.closest("[data-shortcuts]"));
+  });
 
   function workspaceKey(event, target) {
     const key = event.key;
@@ -273,7 +286,15 @@
         const part = target.closest("li.check .edit-text, li.check .delete");
         if (part || target.tagName === "TEXTAREA") {
           event.preventDefault();
-          send(form, part && part.querySelector("button[type=submit]"));
+          if (sending.has(form)) return; // Enter again: this form's save is on its way
+          const button = part && part.querySelector("button[type=submit]");
+          const check = target.closest("li.check");
+          if (saving && check && button) {
+            queued.push({key: "save", check: check.dataset.check, value: target.value,
+              part: part.matches(".delete") ? ".delete" : ".edit-text"});
+            return;
+          }
+          send(form, button);
         }
       }
       return;
@@ -305,32 +326,66 @@
       return;
     } else if (key === "e" || key === "Enter") {
       event.preventDefault();
-      const editor = check.querySelector(".edit-text");
-      if (editor) {
-        editor.hidden = false;
-        const area = editor.querySelector("textarea");
-        area.focus();
-        area.setSelectionRange(area.value.length, area.value.length);
-      }
-    } else if (key === "1" || key === "2" || key === "3") {
-      const button = check.querySelector('[data-tier-key="' + key + '"]');
-      if (button && !button.disabled) {
-        event.preventDefault();
-        focusedCheck = check.dataset.check;
-        send(button.form, button);
-      }
+      openEditor(check);
+    } else if (key === "1" || key === "2" || key === "3" || key === "[" || key === "]") {
+      event.preventDefault();
+      focusedCheck = check.dataset.check;
+      // A key pressed while a save is on its way waits for it: each applies, in order, to the
+      // page as the save before it left it (sent at once, they carried one revision, and all
+      // but the first were refused as stale).
+      if (saving) queued.push({key: key, check: check.dataset.check});
+      else checkAction(check, key);
     } else if (key === "x" || key === "Delete") {
       event.preventDefault();
       focusedCheck = check.dataset.check;
       const reason = check.querySelector('.delete input[name="reason"]');
       if (reason) reason.focus();
-    } else if (key === "[" || key === "]") {
-      const button = check.querySelector('[data-move="' + (key === "[" ? "up" : "down") + '"]');
-      if (button) {
-        event.preventDefault();
-        focusedCheck = check.dataset.check;
-        send(button.form, button);
+    }
+  }
+
+  // A check's text editor, opened by e (or Enter) or by its visible Edit button.
+  function openEditor(check) {
+    const editor = check.querySelector(".edit-text");
+    if (!editor) return;
+    editor.hidden = false;
+    const area = editor.querySelector("textarea");
+    area.focus();
+    area.setSelectionRange(area.value.length, area.value.length);
+  }
+
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest && event.target.closest("#checklist [data-edit]");
+    if (button) openEditor(button.closest("li.check"));
+  });
+
+  // The button a key presses on a check: 1, 2, 3 re-tier (none when the check is in that tier
+  // already), [ and ] move.
+  function checkAction(check, key) {
+    const button = key === "[" || key === "]"
+      ? check.querySelector('[data-move="' + (key === "[" ? "up" : "down") + '"]')
+      : check.querySelector('[data-tier-key="' + key + '"]');
+    if (!button || button.disabled) return false;
+    send(button.form, button);
+    return true;
+  }
+
+  // Keys waiting for the save in flight, applied one at a time once it has settled.
+  const queued = [];
+
+  function applyQueued() {
+    while (!saving && queued.length) {
+      const next = queued.shift();
+      const check = checks().find((c) => c.dataset.check === next.check);
+      if (!check) continue; // deleted meanwhile
+      if (next.key === "save") {
+        const part = check.querySelector(next.part);
+        const field = part && part.querySelector("textarea, input[name='reason']");
+        if (!field) continue;
+        field.value = next.value;
+        send(field.form, part.querySelector("button[type=submit]"));
+        return;
       }
+      if (checkAction(check, next.key)) return; // the next waits for this one
     }
   }
 
@@ -399,11 +454,23 @@
     if (errors.length && event.detail.elt.closest("#checklist")) errors[0].elt.reportValidity();
   });
 
-  // Once the answer is settled, the focus moves are the person's own again.
+  // Once the answer is settled, the focus moves are the person's own again, and the next key
+  // that waited is applied.
   document.addEventListener("htmx:afterSettle", function () {
     if (!document.getElementById("checklist")) return;
     restoreFocus();
     saving = false;
+    window.setTimeout(applyQueued, 0);
+  });
+  // A refusal (a real conflict: another tab saved) or a failure: the keys that waited were
+  // meant for a page that is not the one shown now; they are dropped, and the refusal is said
+  // on the page (the checklist's error box, or the request-failure note).
+  document.addEventListener("htmx:afterRequest", function (event) {
+    if (!document.getElementById("checklist")) return;
+    const xhr = event.detail.xhr;
+    if (event.detail.failed || (xhr && xhr.status >= 400)) queued.length = 0;
+    // A request that swaps nothing settles nothing: no key may wait for it forever.
+    if (event.detail.failed || !xhr || xhr.status === 0) saving = false;
   });
   document.addEventListener("htmx:afterRequest", function (event) {
     if (!event.detail.successful) saving = false; // nothing will settle
@@ -475,6 +542,13 @@
       return;
     }
     if (pressable(target) && (key === "Enter" || key === " ")) return;
+    // The expert's answer after a gold item: Enter goes on to the next question once read.
+    const goOn = root.querySelector("[data-continue]");
+    if (goOn && key === "Enter") {
+      event.preventDefault();
+      if (!goOn.disabled && !sending.has(goOn.form)) send(goOn.form, goOn);
+      return;
+    }
     // WCAG 2.1.4: with single-key shortcuts off, a printable key is only a key.
     if (key.length === 1 && singleKeysOff()) return;
     if (key === "?") {
@@ -600,6 +674,8 @@
     const correct = root.querySelector("[data-correct-form]");
     if (correct && !correct.querySelector(".error") && !correct.dataset.opened) {
       correct.hidden = true;
+      const opener = root.querySelector("[data-open-correct]");
+      if (opener) opener.hidden = false;
     }
     const form = mainForm(root);
     const box = form && form.querySelector("[data-revision-box]");
@@ -654,6 +730,57 @@
     leaseTimers.push(window.setTimeout(expire, left * 1000));
   }
   document.addEventListener("DOMContentLoaded", prepare);
+
+  // --- text fields: a live counter under the limit the server holds (templates/_limit.html),
+  // and a paste cut to fit is said, never silent ------------------------------------------
+  function limitNote(field) {
+    const note = field && field.nextElementSibling;
+    return note && note.matches && note.matches("small.limit[data-limit]") ? note : null;
+  }
+
+  function count(field, cut) {
+    const note = limitNote(field);
+    if (!note) return;
+    const limit = parseInt(note.dataset.limit, 10);
+    const used = field.value.length;
+    note.textContent = used.toLocaleString("en") + " of " + limit.toLocaleString("en") +
+      " characters";
+    note.classList.toggle("full", used >= limit || Boolean(cut));
+  }
+
+  function countAll(root) {
+    (root || document).querySelectorAll("small.limit[data-limit]").forEach(function (note) {
+      const field = note.previousElementSibling;
+      if (field && (field.tagName === "TEXTAREA" || field.tagName === "INPUT")) count(field);
+    });
+  }
+
+  document.addEventListener("input", function (event) {
+    if (limitNote(event.target)) count(event.target);
+  });
+
+  // The browser cuts a paste at the field's maxlength without a word: count what was pasted
+  // against the room left, and say what did not fit.
+  document.addEventListener("paste", function (event) {
+    const field = event.target;
+    const note = limitNote(field);
+    if (!note || !event.clipboardData) return;
+    const pasted = event.clipboardData.getData("text").length;
+    const limit = parseInt(note.dataset.limit, 10);
+    const kept = field.value.length - (field.selectionEnd - field.selectionStart);
+    if (kept + pasted > limit) {
+      window.setTimeout(function () {
+        count(field, pasted);
+        const left = kept + pasted - limit;
+        note.textContent = field.value.length.toLocaleString("en") + " of " +
+          limit.toLocaleString("en") + " characters: the paste held " +
+          pasted.toLocaleString("en") + ", and its last " + left.toLocaleString("en") +
+          " did not fit and were left out.";
+      }, 0);
+    }
+  });
+  document.addEventListener("DOMContentLoaded", function () { countAll(document); });
+  document.addEventListener("htmx:load", function (event) { countAll(event.target); });
 
   // --- requests that fail: said in place, with what to do; the keys keep working -----------
   // The token is read from the cookie at each request: after logging in again in another tab
