@@ -40,7 +40,14 @@ async def compute(gateway: Gateway, payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-jobs.register_kind(DIVERSITY, compute, chunk_size=len(SCOPES), concurrency=1)
+jobs.register_kind(
+    DIVERSITY,
+    compute,
+    chunk_size=len(SCOPES),
+    concurrency=1,
+    title="Compute the question diversity",
+    item_noun="part",
+)
 
 
 class AlreadyRunning(Exception):  # noqa: N818 (what the caller is told)

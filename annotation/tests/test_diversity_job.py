@@ -106,7 +106,9 @@ def test_recompute_runs_in_the_background_and_the_page_shows_the_stored_report(
     assert 'data-testid="recompute"' in html
     # The job is one of the console's, with its page linked from the report.
     assert reverse("job", args=[job.pk]) in html
-    assert client.get(reverse("job", args=[job.pk])).status_code == 200
+    job_page = client.get(reverse("job", args=[job.pk])).content.decode()
+    assert "Compute the question diversity" in job_page and "annotation.diversity" not in job_page
+    assert "Part final" in job_page  # its items, named in words
     assert f'href="{reverse("job", args=[job.pk])}"' in client.get(reverse("jobs")).content.decode()
 
 
