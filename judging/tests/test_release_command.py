@@ -32,6 +32,7 @@ def test_create_list_show_and_diff(judge, respond):
     assert release.notes == "the first" and release.created_by is None
     listed = run("list")
     assert listed.startswith("v1.0\t") and "2 questions" in listed
+
     shown = run("show", "v1.0")
     assert release.content_hash in shown
     assert "scoring: lambda 0.5, mu -2.0, tier weights 0.6 / 0.3 / 0.1" in shown
@@ -59,6 +60,7 @@ def test_refusals_say_what_is_wrong():
     assert refused.value.returncode == 2
     make_question("q0")
     run("create", "v1")
+    assert "\t1 question\t" in run("list")  # one question, not "1 questions"
     with pytest.raises(CommandError, match="A release named v1 exists already"):
         run("create", "v1")
     with pytest.raises(CommandError, match="letters, digits"):

@@ -5,6 +5,7 @@ import json
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, DjangoHelpFormatter
+from django.template.defaultfilters import pluralize
 
 from judging.models import Judge, Release, Setting
 from judging.releases.diff import release_diff
@@ -110,7 +111,8 @@ taken or malformed, a release that does not exist, or nothing to release."""
         for release in found:
             self.stdout.write(
                 f"{release.name}\t{release.created_at:%Y-%m-%d %H:%M}\t"
-                f"{release.n_questions} questions\t{release.content_hash}"
+                f"{release.n_questions} question{pluralize(release.n_questions)}\t"
+                f"{release.content_hash}"
             )
 
     def _show(self, *, name: str, as_json: bool, **_):
@@ -128,8 +130,9 @@ taken or malformed, a release that does not exist, or nothing to release."""
         if release.notes:
             self.stdout.write(f"notes: {release.notes}")
         self.stdout.write(f"content hash: {release.content_hash}")
+        held = release.questions.count()
         self.stdout.write(
-            f"{release.questions.count()} questions; domains: {', '.join(release.domains)}"
+            f"{held} question{pluralize(held)}; domains: {', '.join(release.domains)}"
         )
         s = release.scoring_settings()
         self.stdout.write(
