@@ -48,7 +48,7 @@ def _in_memory_broker():
     app.conf.broker_url = "memory://"
     reset_broker_pools(app)
     # The in-memory broker's queues outlive a connection: what an earlier test sent would
-    # still be waiting (and a job adds chunks only while nothing waits: llm.tasks.queue_idle).
+    # still be waiting (and a job adds chunks only while nothing waits: llm.sending.queue_idle).
     with app.connection_for_write() as connection:
         connection.default_channel.queue_purge(app.conf.task_default_queue)
     yield

@@ -65,6 +65,7 @@ from .outages import (
     is_outage,
 )
 from .outages import pause as outage_pause
+from .sending import chunk_task, queue_idle, send_chunks
 
 log = logging.getLogger(__name__)
 
@@ -247,10 +248,9 @@ def item_title(kind: str, key: str) -> str:
 def _enqueue(job_id: int, count: int = 1) -> None:
     """Send `count` chunk tasks once the current transaction commits (never inside it: a worker
     could look for the rows before they exist)."""
-    from .tasks import run_job_chunk  # the tasks module imports this one
-
+    task = chunk_task()
     for _ in range(count):
-        run_job_chunk.delay_on_commit(job_id)
+        task.delay_on_commit(job_id)
 
 
 def _enqueue_later(job_id: int, seconds: float) -> None:
@@ -258,19 +258,16 @@ def _enqueue_later(job_id: int, seconds: float) -> None:
     (a provider's batch) polls on its own schedule, with or without beat. Capped below the
     broker's visibility timeout (Redis would deliver a longer-held message twice); a wait longer
     than that is picked up by the periodic sweep instead."""
-    from .tasks import run_job_chunk
-
+    task = chunk_task()
     cap = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout", 3600) / 2
     countdown = max(0.0, min(seconds, cap))
-    transaction.on_commit(lambda: run_job_chunk.apply_async((job_id,), countdown=countdown))
+    transaction.on_commit(lambda: task.apply_async((job_id,), countdown=countdown))
 
 
 def _send_now(job_id: int, count: int) -> None:
     """Send `count` chunk tasks from a worker (a chunk's end, its heartbeat, the sweep): no
     transaction to wait for and no launch to refuse, so a broker that does not answer is
     retried for a few seconds, then logged and left to the sweep."""
-    from .tasks import send_chunks
-
     send_chunks(job_id, count)
 
 
@@ -385,8 +382,6 @@ def job_top_up(
     only while a worker process is free (nothing waits in the broker's queue: a chunk beyond
     the workers would only wait there); `at_least` are sent whatever the queue holds (a
     chunk's successor, or the one chunk of a job with none alive). Returns how many were sent."""
-    from .tasks import queue_idle
-
     live = [token for token in _live_chunks(job.pk, now) if token != leaving]
     missing = pace_of(job, spec).chunks - len(live)
     if missing <= 0:

@@ -267,6 +267,7 @@ def running_tokens(job: Job) -> set[str]:
     )
 
 
+@pytest.mark.slow  # about 80 s: it waits out the default lease (make test leaves it to CI)
 def test_a_killed_worker_delays_only_its_own_items(celery_app, redis_url, tmp_path, root):
     """A worker of four processes runs all four chunks of a job and is SIGKILLed whole (as a
     container is), with the default lease and sweep; another worker stands by, idle. The
