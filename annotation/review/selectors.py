@@ -11,9 +11,8 @@ from ..models import (
 
 
 def review_progress(user) -> dict:
-    start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     return {
-        "done_today": Review.objects.filter(annotator=user, created_at__gte=start).count(),
+        "done_today": Review.objects.filter(annotator=user, created_at__gte=today_start()).count(),
         # "waiting" is what this person can be given now; "held", open candidates whose two
         # review slots other people hold (counted apart, so that "Nothing to review" never
         # stands beside "Waiting: 1").
