@@ -285,6 +285,16 @@ def test_the_keys_dialog_opens_the_review_pages_part_of_the_docs_offline(
     # The search works from the app: it loads its index from /docs/ too.
     docs.keyboard.press("/")
     docs.keyboard.type("adjudicator")
-    expect(docs.locator(".md-search-result__item").first).to_be_visible()
+    first = docs.locator(".md-search-result__item").first
+    try:
+        expect(first).to_be_visible(timeout=2_000)
+    except AssertionError:
+        # mkdocs-material closes its search 125 ms after it handles the page's anchor
+        # (#review): when the "/" above came first (CI failed on it once), the query is
+        # kept but the list is hidden. A person leaves the box (Tab) and opens it again.
+        docs.keyboard.press("Tab")
+        expect(docs.locator(".md-search__input")).not_to_be_focused()
+        docs.keyboard.press("/")
+        expect(first).to_be_visible()
     assert asked and all(url.startswith(live_server.url) for url in asked), asked
     assert person.errors == []
