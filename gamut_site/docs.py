@@ -59,6 +59,8 @@ HELP: dict[str, str] = {
     "image_file": "admins.html#image",
     "question_correct": "admins.html#corrections",
     "candidate_promote": "admins.html#pipeline",
+    "exports": "rubric-files.html#export-page",
+    "export_file": "rubric-files.html#export-page",
     "rubrics_queue": "revisers.html#rubrics",
     "rubrics_claim": "revisers.html#rubrics",
     "flagged_checks": "researchers.html#flagged-checks",

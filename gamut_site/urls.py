@@ -89,6 +89,8 @@ urlpatterns = [
         name="candidate_promote",
     ),
     path("rubrics/", rubric_views.queue, name="rubrics_queue"),
+    path("export/", rubric_views.exports, name="exports"),
+    path("export/<int:job_id>/file/", rubric_views.export_file, name="export_file"),
     path("rubrics/claim/", rubric_views.claim, name="rubrics_claim"),
     path("rubrics/checks/", checks_views.flagged_checks, name="flagged_checks"),
     path("rubrics/<int:rubric_id>/", rubric_views.history, name="rubric_history"),
@@ -213,7 +215,17 @@ urlpatterns = [
     path(
         "api/audits/rounds/<int:audit_id>/", training_api.round_audit_give, name="api_round_audit"
     ),
-    path("api/benchmark/export/", rubrics_api.benchmark_export, name="api_benchmark_export"),
+    path("api/benchmark/exports/", rubrics_api.benchmark_exports, name="api_benchmark_exports"),
+    path(
+        "api/benchmark/exports/<int:job_id>/",
+        rubrics_api.benchmark_export,
+        name="api_benchmark_export",
+    ),
+    path(
+        "api/benchmark/exports/<int:job_id>/file/",
+        rubrics_api.benchmark_export_file,
+        name="api_benchmark_export_file",
+    ),
     path("api/leaderboard/", leaderboard_api.leaderboard_detail, name="api_leaderboard"),
     path("api/releases/", releases_api.release_list, name="api_releases"),
     path("api/releases/diff/", releases_api.release_diff_detail, name="api_release_diff"),

@@ -174,6 +174,9 @@ class Job(models.Model):
     # requests in flight per chunk, the rate the model's limits allow and its latency. Empty
     # until a chunk has seen answers: the kind's own chunks and concurrency until then.
     pace = models.JSONField(default=dict, blank=True)
+    # How far a long item is, for kinds whose one item is the whole work (the benchmark
+    # export): {"done", "total", "what"}, written by the handler as it goes. Empty otherwise.
+    progress = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-pk"]

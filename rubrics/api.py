@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import tempfile
 from typing import Any
 
 from django.http import FileResponse
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import api_view, renderer_classes
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -15,16 +15,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core import access
-from core.errors import DomainError
+from core.errors import Conflict, DomainError, NotFound
 from core.http import ErrorSerializer, rendered
+from judging.releases.selectors import release_named
 
-from . import services
+from . import export_jobs, services
 from .compiler import TIERS
-from .exporting import ExportError, export, export_to_zip
-from .hf_export import export_hf
 from .models import Origin, RubricCheck, RubricVersion
-
-LAYOUTS = {"gamut": export, "huggingface": export_hf}
 
 
 class ZipRenderer(BaseRenderer):
@@ -42,61 +39,177 @@ class ZipRenderer(BaseRenderer):
         return JSONRenderer().render(data)
 
 
-@extend_schema(
-    summary="Export the benchmark (admins): a zip of gamut.jsonl, images/ and manifest.json",
-    description=(
-        "The same files as `manage.py export_benchmark`, byte for byte, in a zip whose entries "
-        "are sorted by name and carry a fixed date: two exports of the same state are "
-        "identical. The file name holds the start of the content hash. `?layout=huggingface` "
-        "gives the Hugging Face dataset folder instead (data/test-*.parquet, README.md, "
-        "gamut_inspect/, manifest.json), as `export_benchmark --layout huggingface` writes it."
-    ),
-    parameters=[
-        OpenApiParameter(
-            "layout",
-            enum=["gamut", "huggingface"],
-            default="gamut",
-            description="which layout of the export",
+# --- the benchmark export, made in the background (rubrics/export_jobs.py) -------------------
+
+
+class ExportProgressSerializer(serializers.Serializer):
+    done = serializers.IntegerField()
+    total = serializers.IntegerField()
+    what = serializers.CharField()
+
+
+class ExportSerializer(serializers.Serializer):
+    job = serializers.IntegerField(source="job.pk")
+    status = serializers.CharField(
+        source="job.status", help_text="queued, running, done, failed or cancelled"
+    )
+    layout = serializers.ChoiceField(choices=list(export_jobs.LAYOUTS))
+    release = serializers.CharField(allow_null=True, help_text="null: the current state")
+    started_by = serializers.CharField(source="job.launched_by", allow_null=True)
+    created_at = serializers.DateTimeField(source="job.created_at")
+    finished_at = serializers.DateTimeField(source="job.finished_at", allow_null=True)
+    progress = ExportProgressSerializer(
+        allow_null=True, help_text="how far the writing is (null before it starts)"
+    )
+    file_name = serializers.CharField(allow_null=True)
+    bytes = serializers.IntegerField(allow_null=True)
+    content_hash = serializers.CharField(allow_null=True)
+    questions = serializers.IntegerField(allow_null=True)
+    download = serializers.CharField(
+        allow_null=True, help_text="where the zip is, once it is written and while it is kept"
+    )
+    removed = serializers.BooleanField(help_text="the file was removed to make room")
+    error = serializers.CharField(help_text="why it failed, when it did")
+
+
+def _export_data(found: export_jobs.Export) -> dict[str, Any]:
+    result = found.result or {}
+    return {
+        "job": found.job,
+        "layout": found.layout,
+        "release": found.release,
+        "progress": found.job.progress or None,
+        "file_name": result.get("name"),
+        "bytes": result.get("bytes"),
+        "content_hash": result.get("content_hash"),
+        "questions": result.get("questions"),
+        "download": (
+            reverse("api_benchmark_export_file", args=[found.job.pk]) if found.path else None
         ),
-    ],
+        "removed": found.removed,
+        "error": found.error,
+    }
+
+
+class ExportRequestSerializer(serializers.Serializer):
+    layout = serializers.ChoiceField(choices=list(export_jobs.LAYOUTS), default="gamut")
+    release = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=100,
+        help_text="a release's name (GET /api/releases/); left out: the current state",
+    )
+
+
+@extend_schema(
+    methods=["GET"],
+    summary="The benchmark exports, newest first (admins)",
+    description=(
+        "The last 20 exports with their state. A finished one has `download`, the address of its "
+        "zip (the files of the 5 newest are kept)."
+    ),
+    responses={200: ExportSerializer(many=True), 401: ErrorSerializer, 403: ErrorSerializer},
+)
+@extend_schema(
+    methods=["POST"],
+    summary="Export the benchmark in the background (admins)",
+    description=(
+        "Starts writing the export as a zip: `gamut.jsonl`, `images/` and `manifest.json`, the "
+        "same files as `manage.py export_benchmark`, byte for byte, in a zip whose entries are "
+        "sorted by name and carry a fixed date (two exports of the same state are identical). "
+        "`layout=huggingface` gives the Hugging Face dataset folder instead (data/test-*.parquet, "
+        "README.md, gamut_inspect/, manifest.json). `release` exports that release rather than "
+        "the current state. Answers 202 with the export; poll `GET /api/benchmark/exports/{job}/` "
+        "until `status` is done, then fetch its `download`. 409 while another export runs."
+    ),
+    request=ExportRequestSerializer,
+    responses={
+        202: ExportSerializer,
+        400: ErrorSerializer,
+        401: ErrorSerializer,
+        403: ErrorSerializer,
+        409: ErrorSerializer,
+        503: ErrorSerializer,
+    },
+)
+@api_view(["GET", "POST"])
+@access.role_required(access.ADMIN, message="Only admins export the benchmark.")
+def benchmark_exports(request: Request) -> Response:
+    if request.method == "GET":
+        return rendered(
+            ExportSerializer, [_export_data(e) for e in export_jobs.exports()], many=True
+        )
+    asked = ExportRequestSerializer(data=request.data)
+    if not asked.is_valid():
+        raise serializers.ValidationError(asked.errors)
+    layout, release = asked.validated_data["layout"], asked.validated_data.get("release")
+    if release and not release_named(release):
+        raise NotFound(f"No release is named {release!r}: GET /api/releases/ lists them.")
+    try:
+        job = export_jobs.launch(request.user, layout, release)
+    except export_jobs.AlreadyRunning as exc:
+        raise Conflict(
+            f"An export is being written already (job {exc.job.pk}): wait for it to finish."
+        ) from exc
+    return rendered(ExportSerializer, _export_data(export_jobs.one(job.pk)), status=202)
+
+
+def _export_or_404(job_id: int) -> export_jobs.Export:
+    found = export_jobs.one(job_id)
+    if found is None:
+        raise NotFound(f"No export has the number {job_id}.")
+    return found
+
+
+@extend_schema(
+    summary="One benchmark export and its state (admins)",
+    responses={
+        200: ExportSerializer,
+        401: ErrorSerializer,
+        403: ErrorSerializer,
+        404: ErrorSerializer,
+    },
+)
+@api_view(["GET"])
+@access.role_required(access.ADMIN, message="Only admins export the benchmark.")
+def benchmark_export(request: Request, job_id: int) -> Response:
+    return rendered(ExportSerializer, _export_data(_export_or_404(job_id)))
+
+
+@extend_schema(
+    summary="Download a finished benchmark export as a zip (admins)",
+    description=(
+        "The zip an export wrote; its name holds the start of the content hash. 409 while the "
+        "export is not finished (or failed), 410 once its file was removed to make room."
+    ),
     responses={
         (200, "application/zip"): OpenApiResponse(
             OpenApiTypes.BINARY, description="the export as a zip"
         ),
-        **{(code, JSONRenderer.media_type): ErrorSerializer for code in (400, 401, 403, 409)},
+        **{(code, JSONRenderer.media_type): ErrorSerializer for code in (401, 403, 404, 409, 410)},
     },
 )
 @api_view(["GET"])
 @renderer_classes([JSONRenderer, ZipRenderer])
 @access.role_required(access.ADMIN, message="Only admins export the benchmark.")
-def benchmark_export(request: Request) -> FileResponse | Response:
-    # On disk, not in memory: the photos make an export large. No context manager: the
-    # response owns the file once it is returned and closes (and so deletes) it.
-    layout = request.query_params.get("layout", "gamut")
-    if layout not in LAYOUTS:
+def benchmark_export_file(request: Request, job_id: int) -> FileResponse | Response:
+    found = _export_or_404(job_id)
+    if found.removed:
         return rendered(
             ErrorSerializer,
-            {"detail": "layout must be gamut or huggingface", "field": "layout"},
-            status=400,
+            {"detail": "This export's file was removed to make room: export again."},
+            status=410,
         )
-    handle = tempfile.TemporaryFile()  # noqa: SIM115
-    try:
-        manifest = export_to_zip(handle, LAYOUTS[layout])
-    except ExportError as exc:
-        handle.close()
-        # What the data lacks (a missing photo, an unfrozen rubric): a conflict with the
-        # current state that an admin resolves, not a server failure.
-        return rendered(ErrorSerializer, {"detail": str(exc)}, status=409)
-    except BaseException:
-        handle.close()
-        raise
-    handle.seek(0)
-    short_hash = manifest.content_hash.removeprefix("sha256:")[:12]
+    path = found.path
+    if path is None:
+        detail = (
+            f"This export failed: {found.error}"
+            if found.error
+            else "This export is not finished yet: its status says when it is."
+        )
+        raise Conflict(detail)
     return FileResponse(
-        handle,
-        as_attachment=True,
-        content_type="application/zip",
-        filename=f"gamut-benchmark-{'hf-' if layout == 'huggingface' else ''}{short_hash}.zip",
+        path.open("rb"), as_attachment=True, content_type="application/zip", filename=path.name
     )
 
 

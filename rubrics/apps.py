@@ -7,4 +7,4 @@ class RubricsConfig(AppConfig):
 
     def ready(self) -> None:
         # Registers the rubric job kinds, in web processes and workers alike.
-        from . import llm_jobs  # noqa: F401
+        from . import export_jobs, llm_jobs  # noqa: F401

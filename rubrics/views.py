@@ -16,21 +16,23 @@ from collections.abc import Callable
 
 from django.contrib import messages
 from django.db.models import Count, Q
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from annotation.home.preferences import single_keys
 from annotation.models import RoundAudit
 from core import access
-from core.errors import DomainError
+from core.errors import DomainError, Unavailable
 from core.http import refuse
 from judging.checks.report import check_report
 from judging.models import Judge, Setting
+from judging.releases.selectors import release_named, releases
+from llm.views import STOP_POLLING
 
-from . import services
+from . import export_jobs, services
 from .compiler import TIERS
 from .models import RevisionClaim, Rubric, RubricCheck, RubricVersion
 
@@ -431,3 +433,67 @@ def complete(request: HttpRequest, version_id: int) -> HttpResponse:
         response["HX-Redirect"] = target
         return response
     return redirect(target)
+
+
+# --- the benchmark export (admins): made in the background, then downloaded ------------------
+
+
+@access.role_required(access.ADMIN)
+@require_http_methods(["GET", "POST"])
+def exports(request: HttpRequest) -> HttpResponse:
+    """The exports, newest first, with a form to start one; POST starts it in the background
+    and the page shows its progress until it is over, then its download link."""
+    if request.method == "POST":
+        layout = request.POST.get("layout", "gamut")
+        release = request.POST.get("release", "").strip() or None
+        if layout not in export_jobs.LAYOUTS:
+            messages.error(request, "Choose what to export: GAMUT files or a Hugging Face dataset.")
+        elif release and not release_named(release):
+            messages.error(request, f"No release is named {release!r}.")
+        else:
+            try:
+                job = export_jobs.launch(request.user, layout, release)
+            except export_jobs.AlreadyRunning as exc:
+                messages.info(
+                    request,
+                    f"An export is being written already (job {exc.job.pk}): wait for it to "
+                    "finish, then start the next.",
+                )
+            except Unavailable as exc:  # the task queue is down: nothing was launched
+                messages.error(request, exc.message)
+            else:
+                messages.success(request, f"Writing the export in the background (job {job.pk}).")
+        return redirect("exports")
+    found = export_jobs.exports()
+    running = next((e for e in found if e.running), None)
+    if request.htmx:
+        # The progress box polls while an export runs; once it is over, the page reloads to
+        # show the download link (or the reason it failed).
+        if running is None:
+            response = HttpResponse(status=STOP_POLLING)
+            response["HX-Refresh"] = "true"
+            return response
+        return render(request, "rubrics/exports.html#progress", {"running": running})
+    return render(
+        request,
+        "rubrics/exports.html",
+        {
+            "exports": found,
+            "running": running,
+            "layouts": export_jobs.LAYOUTS,
+            "releases": list(releases().values_list("name", flat=True)),
+            "keep": export_jobs.KEEP,
+        },
+    )
+
+
+@access.role_required(access.ADMIN)
+@require_safe
+def export_file(request: HttpRequest, job_id: int) -> FileResponse:
+    found = export_jobs.one(job_id)
+    path = found.path if found is not None else None
+    if path is None:
+        raise Http404("This export has no file: it is not finished, it failed, or it was removed.")
+    return FileResponse(
+        path.open("rb"), as_attachment=True, content_type="application/zip", filename=path.name
+    )

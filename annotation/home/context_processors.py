@@ -41,6 +41,7 @@ MENU = (
         "is_admin",
     ),
     ("Import", "import", {"import"}, "is_admin"),
+    ("Export", "exports", {"exports"}, "is_admin"),
     ("API", "api_docs", {"api_docs"}, "is_admin"),
 )
 

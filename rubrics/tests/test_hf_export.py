@@ -226,21 +226,3 @@ def test_the_exported_task_scores_as_the_platform_does(tmp_path, benchmark, monk
         content_hash_of(tmp_path / "hf")
         == json.loads((tmp_path / "hf" / "manifest.json").read_text())["content_hash"]
     )
-
-
-def test_the_api_gives_the_huggingface_layout_as_a_zip(client, benchmark, root, alice):
-    import zipfile
-
-    from django.urls import reverse
-
-    url = reverse("api_benchmark_export")
-    client.force_login(alice)
-    assert client.get(url, {"layout": "huggingface"}).status_code == 403
-    client.force_login(root)
-    answer = client.get(url, {"layout": "huggingface"})
-    assert answer.status_code == 200
-    archive = zipfile.ZipFile(io.BytesIO(b"".join(answer.streaming_content)))
-    assert DATA_FILE in archive.namelist() and "README.md" in archive.namelist()
-    assert "gamut-benchmark-hf-" in answer["Content-Disposition"]
-    bad = client.get(url, {"layout": "parquet"})
-    assert bad.status_code == 400 and bad.json()["field"] == "layout"

@@ -1,18 +1,16 @@
-"""import_rubrics (validated whole, all or nothing) and export_benchmark (files and the API zip,
-byte-identical for the same state)."""
+"""import_rubrics (validated whole, all or nothing) and export_benchmark (files byte-identical
+for the same state; the zip the Export page and the API make: test_export_jobs.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import io
 import json
-import zipfile
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from rest_framework.test import APIClient
 
 from annotation.models import Candidate, CandidateStatus, FinalQuestion
 from annotation.questions import services as annotation_services
@@ -486,58 +484,10 @@ def test_empty_benchmark_exports_an_empty_file(tmp_path, db):
     )
 
 
-# --- export over the API --------------------------------------------------------------------
-
-
-def test_api_export_zip_for_admins(tmp_path, benchmark, root):
-    run_export(tmp_path / "export")
-    on_disk = files_of(tmp_path / "export")
-    client = APIClient()
-    client.force_authenticate(root)
-    response = client.get("/api/benchmark/export/")
-    assert response.status_code == 200
-    assert response["Content-Type"] == "application/zip"
-    short = json.loads(on_disk["manifest.json"])["content_hash"][len("sha256:") :][:12]
-    assert response["Content-Disposition"] == (
-        f'attachment; filename="gamut-benchmark-{short}.zip"'
-    )
-    body = b"".join(response.streaming_content)
-    with zipfile.ZipFile(io.BytesIO(body)) as archive:
-        names = archive.namelist()
-        assert names == sorted(on_disk)
-        for name in names:
-            assert archive.read(name) == on_disk[name], name
-            assert archive.getinfo(name).date_time == (1980, 1, 1, 0, 0, 0)
-    # Asked for by its type, as a script would: the same bytes again.
-    again = client.get("/api/benchmark/export/", HTTP_ACCEPT="application/zip")
-    assert again.status_code == 200 and b"".join(again.streaming_content) == body
-
-
-def test_api_export_refuses_everyone_else(benchmark, alice, dave):
-    client = APIClient()
-    assert client.get("/api/benchmark/export/").status_code in (401, 403)
-    for person in (alice, dave):
-        client.force_authenticate(person)
-        response = client.get("/api/benchmark/export/", HTTP_ACCEPT="application/zip")
-        assert response.status_code == 403
-        assert response["Content-Type"] == "application/json"
-        assert response.json() == {"detail": "Only admins export the benchmark."}
-
-
 def test_export_leaves_checks_untouched(tmp_path, benchmark):
     before = list(RubricCheck.objects.order_by("id").values())
     run_export(tmp_path / "export")
     assert list(RubricCheck.objects.order_by("id").values()) == before
-
-
-def test_api_export_that_cannot_be_made_says_why(benchmark, root):
-    benchmark["a1"].rubric.question.image.file.delete(save=False)
-    client = APIClient()
-    client.force_authenticate(root)
-    response = client.get("/api/benchmark/export/")
-    # The state cannot be exported as it is: a conflict to resolve (the photo), never a 500.
-    assert response.status_code == 409
-    assert "the photo of 'a1' is missing" in response.json()["detail"]
 
 
 @pytest.mark.parametrize("depth", [100, 5000])
