@@ -5,7 +5,6 @@ worker."""
 
 from __future__ import annotations
 
-import io
 import zipfile
 
 import pytest
@@ -56,7 +55,8 @@ def test_export_shows_progress_then_a_download(benchmark, root, log_in, screensh
         link.click()
     download = downloaded.value
     assert download.suggested_filename.startswith("gamut-benchmark-hf-")
-    names = zipfile.ZipFile(io.BytesIO(open(download.path(), "rb").read())).namelist()
+    with zipfile.ZipFile(download.path()) as archive:
+        names = archive.namelist()
     assert "README.md" in names and "data/test-00000-of-00001.parquet" in names
 
     # The keyboard: the GAMUT files (the first choice) are checked again after the reload;
