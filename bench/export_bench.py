@@ -46,11 +46,11 @@ def main(argv=None) -> int:
     from llm.gateway import Gateway, GatewaySettings
     from llm.models import Job
     from llm.ratelimit import MemoryTokenBucket
-    from rubrics import export_jobs
-    from rubrics.exporting import collect
 
     # The chunk task is run here, not sent to a broker.
     from llm.tasks import run_job_chunk
+    from rubrics import export_jobs
+    from rubrics.exporting import collect
 
     run_job_chunk.delay_on_commit = lambda job_id: None  # type: ignore[method-assign]
 
@@ -102,7 +102,8 @@ def main(argv=None) -> int:
         times.append(ms)
     times.sort()
     print(
-        f"GET /export/ (the page): median {times[len(times) // 2]:.1f} ms, max {times[-1]:.1f} ms, {queries} queries"
+        f"GET /export/ (the page): median {times[len(times) // 2]:.1f} ms, "
+        f"max {times[-1]:.1f} ms, {queries} queries"
     )
     ms, status, queries = timed("get", reverse("api_benchmark_export", args=[job.pk]))
     print(f"GET /api/benchmark/exports/{job.pk}/: {ms:.1f} ms, {status}, {queries} queries")

@@ -100,7 +100,6 @@ HELP: dict[str, str] = {
     "results_judges": "researchers.html#judges",
     "results_questions": "researchers.html#questions",
     "results_question": "researchers.html#questions",
-    "leaderboard_publish": "researchers.html#publishing",
 }
 
 

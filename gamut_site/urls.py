@@ -21,7 +21,6 @@ from judging.checks import api as checks_api
 from judging.checks import views as checks_views
 from judging.leaderboard import api as leaderboard_api
 from judging.leaderboard import views as leaderboard_views
-from judging.publish import views as publish_views
 from judging.releases import api as releases_api
 from judging.releases import views as releases_views
 from judging.runs import api as runs_api
@@ -168,7 +167,6 @@ urlpatterns = [
     path("judging/spot-checks/results/", spot_checks_views.results_page, name="spot_check_results"),
     path("judging/spot-checks/quality/", spot_checks_views.quality_page, name="judge_quality"),
     path("leaderboard/settings/", leaderboard_views.settings_page, name="results_settings"),
-    path("leaderboard/published.zip", publish_views.download, name="leaderboard_publish"),
     path("leaderboard/judges/", leaderboard_views.judges_page, name="results_judges"),
     path("leaderboard/questions/", leaderboard_views.questions_page, name="results_questions"),
     path(

@@ -21,6 +21,7 @@ from judging.releases.selectors import release_named
 
 from . import export_jobs, services
 from .compiler import TIERS
+from .exporting import ExportError
 from .models import Origin, RubricCheck, RubricVersion
 
 
@@ -43,9 +44,12 @@ class ZipRenderer(BaseRenderer):
 
 
 class ExportProgressSerializer(serializers.Serializer):
-    done = serializers.IntegerField()
-    total = serializers.IntegerField()
-    what = serializers.CharField()
+    done = serializers.IntegerField(required=False, help_text="questions written so far")
+    total = serializers.IntegerField(required=False, help_text="questions to write")
+    what = serializers.CharField(required=False, help_text="what done and total count")
+    step = serializers.CharField(
+        required=False, help_text="what the published site's writing does now (no count)"
+    )
 
 
 class ExportSerializer(serializers.Serializer):
@@ -119,8 +123,11 @@ class ExportRequestSerializer(serializers.Serializer):
         "sorted by name and carry a fixed date (two exports of the same state are identical). "
         "`layout=huggingface` gives the Hugging Face dataset folder instead (data/test-*.parquet, "
         "README.md, gamut_inspect/, manifest.json). `release` exports that release rather than "
-        "the current state. Answers 202 with the export; poll `GET /api/benchmark/exports/{job}/` "
-        "until `status` is done, then fetch its `download`. 409 while another export runs."
+        "the current state. `layout=site` publishes a release's leaderboard as a static site "
+        "(the folder `publish_leaderboard` writes; `release` left out: the latest release). "
+        "Answers 202 with the export; poll `GET /api/benchmark/exports/{job}/` "
+        "until `status` is done, then fetch its `download`. 409 while another export runs, or for "
+        "a site when no release has been cut."
     ),
     request=ExportRequestSerializer,
     responses={
@@ -147,6 +154,8 @@ def benchmark_exports(request: Request) -> Response:
         raise NotFound(f"No release is named {release!r}: GET /api/releases/ lists them.")
     try:
         job = export_jobs.launch(request.user, layout, release)
+    except ExportError as exc:
+        raise Conflict(str(exc)) from exc
     except export_jobs.AlreadyRunning as exc:
         raise Conflict(
             f"An export is being written already (job {exc.job.pk}): wait for it to finish."

@@ -1,7 +1,9 @@
 """The benchmark export as a background job of the job system (llm/jobs.py): one job of kind
 `rubrics.export` with one item, which writes the zip into MEDIA_ROOT/exports/<job id>/ and
 keeps its name, size and content hash as the item's result. The Export page and the API show
-the exports and hand the finished file out; nothing is written in a web request.
+the exports and hand the finished file out; nothing is written in a web request. Besides the
+benchmark's two layouts, the same job writes a release's published leaderboard (the static
+site of judging/publish) as a zip: minutes of work at full size, which no request should hold.
 
 The writing runs in a thread of its own (it reads the database there and closes that thread's
 connection at the end), so the chunk keeps renewing its lease meanwhile, and it writes how far
@@ -36,11 +38,14 @@ FOLDER = "exports"
 KEEP = 5  # exports whose file is kept
 PROGRESS_EVERY_S = 1.0
 PARTIAL = ".partial"
+NO_RELEASE = "No release has been cut yet: a leaderboard is published from a release."
 
 WRITERS = {"gamut": export, "huggingface": export_hf}
+SITE = "site"  # a release's published leaderboard (judging/publish), not the benchmark's files
 LAYOUTS = {
     "gamut": "GAMUT files: gamut.jsonl, the photos and manifest.json",
     "huggingface": "Hugging Face dataset: Parquet, dataset card and inspect_ai task",
+    SITE: "Published leaderboard: a release's static site, pages that open from disk",
 }
 
 
@@ -49,6 +54,7 @@ def folder() -> Path:
 
 
 def file_name(layout: str, release: str | None, content_hash: str) -> str:
+    """gamut-benchmark-[hf-][RELEASE-]HASH (the .zip is added)."""
     short = content_hash.removeprefix("sha256:")[:12]
     parts = ["gamut-benchmark", "hf" if layout == "huggingface" else "", release or "", short]
     # A release name may hold spaces and ( ) +: kept out of the file name.
@@ -68,6 +74,13 @@ class Progress:
             progress={"done": done, "total": total, "what": self.what}
         )
 
+    def step(self, message: str) -> None:
+        """For work counted in steps rather than entries (the published site): what it does now."""
+        now = time.monotonic()
+        if now - self.last >= PROGRESS_EVERY_S:
+            self.last = now
+            Job.objects.filter(pk=self.job_id).update(progress={"step": message.strip()})
+
     def __call__(self, entries: Iterable) -> Iterator:
         items = list(entries)
         self.save(0, len(items))
@@ -84,7 +97,8 @@ def write(job_id: int, layout: str, release_name: str | None) -> dict[str, Any]:
     """Write the export of job `job_id`; its result: {"file", "name", "bytes", "content_hash",
     "layout", "release", "questions"}. ExportError (the data lacks something) fails the item
     with its message."""
-    from judging.releases.selectors import release_named
+    from judging.publish.site import site_folder, zip_stream
+    from judging.releases.selectors import latest_release, release_named
 
     from .exporting import ExportError, collect
 
@@ -93,20 +107,33 @@ def write(job_id: int, layout: str, release_name: str | None) -> dict[str, Any]:
         release = release_named(release_name)
         if release is None:
             raise ExportError(f"No release is named {release_name!r}.")
+    elif layout == SITE:
+        release = latest_release()
+        if release is None:
+            raise ExportError(NO_RELEASE)
     target_dir = folder() / str(job_id)
     target_dir.mkdir(parents=True, exist_ok=True)
     for old in target_dir.glob(f"*{PARTIAL}"):  # an earlier attempt that was interrupted
         old.unlink(missing_ok=True)
     partial = target_dir / f"{uuid.uuid4().hex}{PARTIAL}"
+    progress = Progress(job_id)
     try:
         with partial.open("wb") as handle:
-            manifest = export_to_zip(
-                handle,
-                lambda sink: WRITERS[layout](
-                    sink, contents=collect(release), progress=Progress(job_id)
-                ),
-            )
-        name = file_name(layout, release_name, manifest.content_hash) + ".zip"
+            if layout == SITE:
+                for chunk in zip_stream(release, progress=progress.step):
+                    handle.write(chunk)
+                name = f"{site_folder(release)}.zip"
+                content_hash, questions = release.content_hash, release.questions.count()
+            else:
+                manifest = export_to_zip(
+                    handle,
+                    lambda sink: WRITERS[layout](
+                        sink, contents=collect(release), progress=progress
+                    ),
+                )
+                name = file_name(layout, release_name, manifest.content_hash) + ".zip"
+                content_hash = manifest.content_hash
+                questions = manifest.counts.get("questions")
         final = target_dir / name
         partial.rename(final)
     except BaseException:
@@ -116,10 +143,10 @@ def write(job_id: int, layout: str, release_name: str | None) -> dict[str, Any]:
         "file": f"{FOLDER}/{job_id}/{name}",
         "name": name,
         "bytes": final.stat().st_size,
-        "content_hash": manifest.content_hash,
+        "content_hash": content_hash,
         "layout": layout,
-        "release": release_name,
-        "questions": manifest.counts.get("questions"),
+        "release": release.name if release is not None else None,
+        "questions": questions,
     }
 
 
@@ -155,9 +182,15 @@ class AlreadyRunning(Exception):  # noqa: N818 (what the caller is told)
 
 def launch(user: Any, layout: str, release: str | None = None) -> Job:
     """A new export, unless one is queued or running (AlreadyRunning): two at once would only
-    compete for the same disk and worker."""
-    if layout not in WRITERS:
+    compete for the same disk and worker. ExportError for a site with no release to publish."""
+    if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}")
+    from judging.releases.selectors import latest_release
+
+    from .exporting import ExportError
+
+    if layout == SITE and not release and latest_release() is None:
+        raise ExportError(NO_RELEASE)
     running = Job.objects.filter(kind=EXPORT, status__in=jobs.ACTIVE).first()
     if running is not None:
         raise AlreadyRunning(running)
@@ -179,7 +212,8 @@ class Export:
 
     @property
     def release(self) -> str | None:
-        return self.job.params.get("release")
+        """The release exported: the one asked for, or (the published site of) the latest."""
+        return (self.result or {}).get("release") or self.job.params.get("release")
 
     @property
     def path(self) -> Path | None:

@@ -34,6 +34,7 @@ from llm.views import STOP_POLLING
 
 from . import export_jobs, services
 from .compiler import TIERS
+from .exporting import ExportError
 from .models import RevisionClaim, Rubric, RubricCheck, RubricVersion
 
 TIER_LABELS = {"answer_critical": "Answer-critical", "valuable": "Valuable", "context": "Context"}
@@ -453,6 +454,8 @@ def exports(request: HttpRequest) -> HttpResponse:
         else:
             try:
                 job = export_jobs.launch(request.user, layout, release)
+            except ExportError as exc:
+                messages.error(request, str(exc))
             except export_jobs.AlreadyRunning as exc:
                 messages.info(
                     request,

@@ -956,13 +956,15 @@ class _Pipe(io.RawIOBase):
         return out
 
 
-def zip_stream(release: Release) -> Iterator[bytes]:
+def zip_stream(
+    release: Release, *, progress: Callable[[str], None] | None = None
+) -> Iterator[bytes]:
     """The site as a zip, under the folder gamut-<release>/, in pieces as it is built (the
     download streams it: a full-size site takes minutes to build)."""
     pipe = _Pipe()
     folder = site_folder(release)
     with zipfile.ZipFile(pipe, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path, data in Site(release).files():
+        for path, data in Site(release, progress).files():
             info = zipfile.ZipInfo(f"{folder}/{path}", date_time=ZIP_DATE)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16

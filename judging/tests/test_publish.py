@@ -273,40 +273,33 @@ def test_the_command(world, tmp_path):
     assert release.name == "v1.0"
 
 
-def test_the_download(world, client, root, alice, django_assert_num_queries):
-    url = reverse("leaderboard_publish")
-    assert client.get(url).status_code == 302  # to the login page
-    client.force_login(alice)
-    assert client.get(url).status_code == 403
-    client.force_login(root)
-    assert client.get(url).status_code == 404  # no release yet
+def test_the_zip_reads_a_fixed_number_of_queries_and_five_a_question(
+    world, django_assert_num_queries
+):
+    """The zip the Export page's job writes (rubrics/export_jobs.py, layout "site"; its tests
+    are in rubrics/tests/test_export_jobs.py)."""
     release = create_release("v1.0")
-    assert client.post(url).status_code == 405
-    assert client.get(url, {"release": "v9"}).status_code == 404
-    # 64 whatever the number of questions (the session, the release, its questions, the judges,
-    # and the boards: the release's, the settings' and the judges' comparisons), and 5 for each
+    # 61 whatever the number of questions (the release, its questions, the judges, and the
+    # boards: the release's, the settings' and the judges' comparisons), and 5 for each
     # question (its frozen row, its checks, the judges, its responses, their verdicts).
-    with django_assert_num_queries(64 + 5 * 4):
-        response = client.get(url, {"release": "v1.0"})
-        blob = b"".join(response.streaming_content)
-    assert response["Content-Type"] == "application/zip"
-    assert response["Content-Disposition"] == 'attachment; filename="gamut-v1.0.zip"'
-    assert blob == b"".join(zip_stream(release))
+    with django_assert_num_queries(61 + 5 * 4):
+        blob = b"".join(zip_stream(release))
     assert site_folder(release) == "gamut-v1.0"
-    # Left out, the release is the latest one.
-    create_release("v1.1")
-    latest = client.get(url)
-    assert latest["Content-Disposition"] == 'attachment; filename="gamut-v1.1.zip"'
+    names = zipfile.ZipFile(io.BytesIO(blob)).namelist()
+    assert "gamut-v1.0/index.html" in names
 
 
-def test_the_leaderboard_and_release_pages_offer_the_download(world, client, root):
+def test_the_leaderboard_and_release_pages_offer_to_publish(world, client, root):
     client.force_login(root)
     page = client.get(reverse("leaderboard")).content.decode()
-    assert f'href="{reverse("leaderboard_publish")}"' in page
-    assert "as a static site" in page
+    form = page[page.index('data-testid="publish"') - 60 :]
+    assert f'action="{reverse("exports")}"' in form[:200]
+    assert 'name="layout" value="site"' in form and 'name="release" value=""' in form
+    assert "Publish the leaderboard of the latest release as a static site" in form
     create_release("v1.0 (demo)")
     page = client.get(reverse("release", args=["v1.0 (demo)"])).content.decode()
-    assert f'href="{reverse("leaderboard_publish")}?release=v1.0%20%28demo%29"' in page
+    assert 'name="release" value="v1.0 (demo)"' in page
+    assert "Publish its leaderboard as a static site" in page
 
 
 def test_files_are_handed_on_question_by_question(world):

@@ -167,6 +167,32 @@ def test_a_release_is_exported_as_it_was_cut(benchmark, root):
     assert Release.objects.count() == 1
 
 
+def test_a_release_is_published_as_a_static_site(client, benchmark, root):
+    from judging.publish.site import zip_stream
+    from judging.releases.services import create_release
+
+    client.force_login(root)
+    # No release yet: refused in words, nothing started.
+    answer = client.post(reverse("exports"), {"layout": "site", "release": ""}, follow=True)
+    assert "No release has been cut yet" in answer.content.decode()
+    refused = api(root).post(reverse("api_benchmark_exports"), {"layout": "site"}, format="json")
+    assert refused.status_code == 409 and "No release" in refused.json()["detail"]
+    assert not Job.objects.exists()
+
+    release = create_release("v1.0", by=root)
+    # Left out, the release is the latest one (as the leaderboard page's form sends it).
+    client.post(reverse("exports"), {"layout": "site", "release": ""})
+    job = drain(Job.objects.filter(kind=export_jobs.EXPORT).latest("pk").pk)
+    detail = api(root).get(reverse("api_benchmark_export", args=[job.pk])).json()
+    assert detail["file_name"] == "gamut-v1.0.zip" and detail["release"] == "v1.0"
+    assert detail["content_hash"] == release.content_hash and detail["questions"] == 2
+    assert job.progress["step"]  # what the writing did last, in words
+    body = b"".join(client.get(reverse("export_file", args=[job.pk])).streaming_content)
+    assert body == b"".join(zip_stream(release))
+    page = client.get(reverse("exports")).content.decode()
+    assert "Published leaderboard" in page and "gamut-v1.0.zip" in page
+
+
 def test_only_admins_export(benchmark, root, alice, dave):
     started = start(api(root))
     job = drain(started["job"])
