@@ -4,6 +4,7 @@ that poll it and list the exports take.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5448/gamut_rubrics \\
     MEDIA_ROOT=bench/out/media .venv/bin/python bench/export_bench.py [--layout huggingface]
+    ... bench/export_bench.py --layout site [--release NAME]   (a database with a release)
 
 Run it on a database of bench/build_full_size.sh (gamut_rubrics: 1,813 questions with their
 imported rubrics; the generators give every image the same small photo, so the zip's size is
@@ -29,7 +30,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gamut_site.settings")
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--layout", choices=["gamut", "huggingface"], default="gamut")
+    parser.add_argument("--layout", choices=["gamut", "huggingface", "site"], default="gamut")
+    parser.add_argument("--release", default="", help="a release's name (site: the latest)")
     parser.add_argument("--polls", type=int, default=20, help="GETs of the list to time")
     args = parser.parse_args(argv)
 
@@ -72,7 +74,11 @@ def main(argv=None) -> int:
             took = time.perf_counter() - start
         return took * 1000, answer.status_code, len(captured)
 
-    ms, status, queries = timed("post", reverse("api_benchmark_exports"), layout=args.layout)
+    asked = {"layout": args.layout, **({"release": args.release} if args.release else {})}
+    ms, status, queries = timed("post", reverse("api_benchmark_exports"), **asked)
+    if status != 202:
+        print(f"the export was refused ({status})", file=sys.stderr)
+        return 2
     job = Job.objects.filter(kind=export_jobs.EXPORT).latest("pk")
     print(f"POST /api/benchmark/exports/ (starts it): {ms:.1f} ms, {status}, {queries} queries")
 
