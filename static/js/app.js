@@ -649,7 +649,10 @@
       const form = use.closest("form");
       // Not focused: the next key (Enter, or the other annotator's number) stays a key.
       choose(form, "revise", false);
-      form.querySelector('textarea[name="revised_text"]').value = use.dataset.useRevision;
+      const box = form.querySelector('textarea[name="revised_text"]');
+      box.value = use.dataset.useRevision;
+      // As typing would: the counter under the box (and anything else that listens) follows.
+      box.dispatchEvent(new Event("input", {bubbles: true}));
     }
   });
 
