@@ -53,3 +53,38 @@ def test_a_picked_revision_is_counted_by_mouse_and_by_key(make_image, alice, bob
     page.keyboard.type(" Today?")
     expect(counter).to_have_text(f"{len(ALICE_REV) + 7} of 2,000 characters")
     assert person.errors == []
+
+
+def test_a_text_over_every_limit_is_refused_above_the_form_and_kept(make_image, alice, log_in):
+    """The input boundary's refusal (a field over 20,000 characters, as a browser that ignores
+    maxlength sends it) is said above the form in the page's words, naming the field by its
+    label; the panel is not replaced, the text stays, and Retry sends the shortened form."""
+    make_image("img-1", ["One?", "Two?"])
+    person = log_in("alice")
+    page = person.page
+    page.goto("/review/")
+    expect(page.get_by_test_id("question")).to_have_text("One?")
+    comment = page.get_by_label("Comment")
+    comment.evaluate("field => field.removeAttribute('maxlength')")
+    page.keyboard.press("a")
+    comment.fill("y" * 20_001)
+    comment.press("Enter")
+    problem = page.get_by_test_id("request-error")
+    expect(problem).to_contain_text(
+        "Not saved: A text you sent is longer than 20,000 characters (20,001 sent): shorten it."
+        " It is in “Comment”, selected below. What you typed is kept on this page."
+    )
+    expect(page.get_by_test_id("question")).to_have_text("One?")
+    expect(comment).to_have_value("y" * 20_001)
+    expect(comment).to_be_focused()
+    expect(comment).to_have_attribute("aria-invalid", "true")
+    assert not Review.objects.exists()
+
+    comment.fill("fine after all")
+    expect(comment).not_to_have_attribute("aria-invalid", "true")
+    page.get_by_role("button", name="Retry").click()
+    expect(page.get_by_test_id("question")).to_have_text("Two?")
+    expect(problem).to_have_count(0)
+    assert Review.objects.get().comment == "fine after all"
+    # The browser logs the refused request itself; the page's script raised nothing.
+    assert [e for e in person.errors if "status of 400" not in e] == []
