@@ -28,7 +28,7 @@ def _message(exception) -> str:
     return message[:1:].upper() + message[1:] if message else ""
 
 
-def _way_on(request: HttpRequest) -> str:
+def way_on(request: HttpRequest) -> str:
     """The nearest page above the address (/review/12/ -> /review/), where the person most
     likely came from; home when none answers a visit."""
     parts = [p for p in request.path.split("/") if p]
@@ -66,7 +66,7 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
             "heading": "This form is out of date",
             "message": "This form was sent from a page that is out of date (you logged out or in "
             "again since it was opened). Go back, reload the page and send it again.",
-            "way_on": _way_on(request),
+            "way_on": way_on(request),
         },
         status=403,
     )
@@ -78,10 +78,20 @@ def not_found(request: HttpRequest, exception=None) -> HttpResponse:
         "404.html",
         {
             "message": _message(exception),
-            "way_on": _way_on(request),
+            "way_on": way_on(request),
         },
         status=404,
     )
+
+
+def refused_text(request: HttpRequest, message: str, sent: str) -> HttpResponse:
+    """A page's form refused before its view (core.middleware.InputBoundaryMiddleware): what
+    is wrong, what was sent in a box to copy back from, and the way back to the form.
+    Rendered without the request, as the 500 page is: the person is not known yet there."""
+    page = loader.render_to_string(
+        "400_refused_text.html", {"message": message, "sent": sent, "way_on": way_on(request)}
+    )
+    return HttpResponse(page, status=400)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
@@ -109,7 +119,7 @@ class MethodNotAllowedPage:
             {
                 "method": request.method,
                 "allowed": allowed,
-                "way_on": _way_on(request),
+                "way_on": way_on(request),
             },
             status=405,
         )

@@ -8,12 +8,16 @@ for the addresses that take an upload (`@takes_upload`) and from the people who 
 InputBoundaryMiddleware: every request's path, query, form fields, uploaded file names and JSON
 body are looked at once for what no field may hold (control characters, lone surrogates, values
 over core.text.MAX_VALUE). Field limits and formats are the services' and serializers'
-business; this is the floor under them."""
+business; this is the floor under them. A page's form over that floor is refused in the page's
+words, what was typed given back: on a page of its own for a plain post (with the text to copy),
+above the form for htmx (app.js names the field by its label: X-Refused-Field says which)."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -24,6 +28,7 @@ from django.http.multipartparser import MultiPartParserError
 from django.urls import Resolver404, resolve
 
 from . import access
+from .error_pages import refused_text
 from .http import error_response, not_found
 from .text import MAX_VALUE, bad_character
 
@@ -31,11 +36,29 @@ MAX_FILE_NAME = 255
 _FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
+# A form's key may be named to the page (app.js finds the field by it) when it is one.
+_FIELD_KEY = re.compile(r"\A[A-Za-z0-9_.\[\]-]{1,100}\Z")
+SOMETHING_SENT = "A text you sent"
+
+
+def too_long(what: str, value: str, limit: int = MAX_VALUE) -> str:
+    return f"{what} is longer than {limit:,} characters ({len(value):,} sent): shorten it."
+
+
 def _problem(field: str, value: str, *, multiline: bool, limit: int = MAX_VALUE) -> str | None:
+    """What is wrong with `value`, the text of `field`, or None. A key is what an address or an
+    API call names a value by, so the message names it; a page's form is refused apart."""
     if len(value) > limit:
-        return f"{field} is longer than {limit} characters."
+        return too_long(field, value, limit)
     bad = bad_character(value, multiline=multiline)
     return f"{field} may not contain {bad}." if bad else None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    field: str
+    message: str
+    too_long: str | None = None  # a page form's over-long text, to give back to its sender
 
 
 def _json_strings(data: Any, path: str = "") -> Iterator[tuple[str, str, bool]]:
@@ -58,20 +81,28 @@ class InputBoundaryMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         found = self._check(request)
-        if found is not None:
-            field, message = found
-            return error_response(request, 400, message, field)
-        return self.get_response(request)
+        if found is None:
+            return self.get_response(request)
+        if found.too_long is None or request.path.startswith("/api/"):
+            return error_response(request, 400, found.message, found.field)
+        if request.headers.get("HX-Request") == "true":
+            # app.js says it above the form, which keeps what was typed, and names the field
+            # by the label the page gives it.
+            response = error_response(request, 400, found.message)
+            if _FIELD_KEY.match(found.field):
+                response["X-Refused-Field"] = found.field
+            return response
+        return refused_text(request, found.message, found.too_long)
 
-    def _check(self, request: HttpRequest) -> tuple[str, str] | None:
+    def _check(self, request: HttpRequest) -> Refusal | None:
         problem = _problem("path", request.path, multiline=False)
         if problem:
-            return "path", problem
+            return Refusal("path", problem)
         for key, values in request.GET.lists():
             for field, text, multiline in ((key, key, False), *((key, v, False) for v in values)):
                 problem = _problem(field, text, multiline=multiline)
                 if problem:
-                    return field, problem
+                    return Refusal(field, problem)
         content_type = request.content_type or ""
         if request.method in ("POST", "PUT", "PATCH"):
             if content_type in _FORMS:
@@ -80,37 +111,42 @@ class InputBoundaryMiddleware:
                 return self._check_json(request)
         return None
 
-    def _check_form(self, request: HttpRequest) -> tuple[str, str] | None:
+    def _check_form(self, request: HttpRequest) -> Refusal | None:
         try:
             fields = request.POST
         except MultiPartParserError:
             return None  # not a readable form: the view's parser answers that, with its 400
+        api = request.path.startswith("/api/")
         for key, values in fields.lists():
+            for text in (key, *values):
+                if len(text) > MAX_VALUE and not api:
+                    # A page's field: its key is no word the person knows (app.js names it).
+                    return Refusal(key, too_long(SOMETHING_SENT, text), too_long=text)
             problem = _problem(key, key, multiline=False)
             for value in values:
                 problem = problem or _problem(key, value, multiline=True)
             if problem:
-                return key, problem
+                return Refusal(key, problem)
         for key, upload in request.FILES.items():
             problem = _problem(key, upload.name or "", multiline=False, limit=MAX_FILE_NAME)
             if problem:
-                return key, f"the file name of {problem}"
+                return Refusal(key, f"the file name of {problem}")
         return None
 
-    def _check_json(self, request: HttpRequest) -> tuple[str, str] | None:
+    def _check_json(self, request: HttpRequest) -> Refusal | None:
         try:
             data = json.loads(request.body or b"null")
         except (ValueError, UnicodeDecodeError):
             return None  # not JSON: the parser of the view answers that, with its own 400
         except RecursionError:
-            return "body", "body: the JSON nests too deeply."
+            return Refusal("body", "body: the JSON nests too deeply.")
         try:
             for field, text, is_key in _json_strings(data):
                 problem = _problem(field, text, multiline=not is_key)
                 if problem:
-                    return field, problem
+                    return Refusal(field, problem)
         except RecursionError:
-            return "body", "body: the JSON nests too deeply."
+            return Refusal("body", "body: the JSON nests too deeply.")
         return None
 
 

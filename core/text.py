@@ -37,6 +37,7 @@ MAX_ENTITY = 500  # Image.entity's max_length
 MAX_CHECK_TEXT = 2000  # a rubric check's text
 MAX_REASON = 2000  # why a check was deleted, a question corrected or dropped
 MAX_SPOT_NOTE = 2000  # a spot check's note
+MAX_SOURCE_IDS = 10_000  # the jobs page's box of source ids, one per line (about 500 of them)
 LIMITS = {
     "question": MAX_QUESTION_TEXT,
     "comment": MAX_COMMENT,
@@ -44,6 +45,7 @@ LIMITS = {
     "check": MAX_CHECK_TEXT,
     "reason": MAX_REASON,
     "spot_note": MAX_SPOT_NOTE,
+    "source_ids": MAX_SOURCE_IDS,
 }
 
 
@@ -77,11 +79,13 @@ def clean_text(
     strip: bool = True,
     bidi_controls: bool | None = None,
     label: str | None = None,
+    plural: bool = False,
 ) -> str:
     """The text, stripped, or InvalidInput naming the field: not text, empty when required,
     holding a control character (or, in a single-line text, a line break or a bidirectional
     override), or longer than `limit` characters. `label`: the field as the page names it
-    ("The comment"), for the message; the error's `field` stays the form's key."""
+    ("The comment"), for the message; the error's `field` stays the form's key. `plural`: the
+    label names several things ("The notes are longer ...")."""
     what = label or field
     if value is None:
         value = ""
@@ -90,11 +94,12 @@ def clean_text(
     if strip:
         value = value.strip()
     if required and not value:
-        raise InvalidInput(f"{what} is required.", field)
+        raise InvalidInput(f"{what} {'are' if plural else 'is'} required.", field)
     if len(value) > limit:
         # A page's field (labelled) says how far over it is; a file's field keeps its key.
         raise InvalidInput(
-            f"{label} is longer than {limit:,} characters ({len(value):,} sent): shorten it."
+            f"{label} {'are' if plural else 'is'} longer than {limit:,} characters "
+            f"({len(value):,} sent): shorten {'them' if plural else 'it'}."
             if label
             else f"{field} is longer than {limit} characters.",
             field,

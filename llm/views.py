@@ -20,7 +20,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from core import access
-from core.errors import Unavailable
+from core.errors import InvalidInput, Unavailable
+from core.text import MAX_SOURCE_IDS, clean_text
 
 from . import jobs, launchers
 from .models import ItemStatus, Job, JobItem, JobStatus, LedgerEntry
@@ -239,6 +240,18 @@ def _scope(
     request: HttpRequest, launcher: launchers.Launcher
 ) -> tuple[launchers.Scope | None, str]:
     """The scope the form asks for, or None and why it is refused."""
+    if request.POST.get("scope", "all") == "chosen":
+        try:
+            clean_text(
+                request.POST.get("ids", ""),
+                "ids",
+                limit=MAX_SOURCE_IDS,
+                label="The source ids",
+                plural=True,
+                strip=False,
+            )
+        except InvalidInput as exc:
+            return None, exc.message
     scope = launchers.scope_from(
         launcher,
         scope=request.POST.get("scope", "all"),

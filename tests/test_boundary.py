@@ -3,6 +3,7 @@ ids and malformed numbers are refused with a 400 (or a line-numbered import erro
 field, before the database sees them."""
 
 import json
+import re
 
 import pytest
 from django.test import Client, RequestFactory
@@ -273,3 +274,51 @@ def test_review_services_refuse_a_nul_themselves(alice, make_image):
             user=alice, candidate_id=candidate.pk, decision="revise", revised_text="What\x00 is it?"
         )
     assert Candidate.objects.get().reviews.count() == 0
+
+
+# --- a text over every field's limit, refused before the view, in the page's words ----------
+
+TOO_LONG = "A text you sent is longer than 20,000 characters (20,001 sent): shorten it."
+
+
+def test_an_over_long_form_field_is_refused_in_plain_words_and_kept(alice, make_image):
+    """The backstop under every field's own limit: no form key on the page, and what was typed
+    comes back on the refusal page (a plain post) or stays where it was (htmx)."""
+    from annotation.tests.test_pages import RAW_KEY, visible_text
+
+    _, (candidate,) = make_image()
+    client = logged_in(alice)
+    typed = "Which dish is this? " + "x" * 19_981
+    data = {"decision": "revise", "revised_text": typed}
+    plain = client.post(reverse("review_submit", args=[candidate.pk]), data)
+    assert plain.status_code == 400 and plain["Content-Type"].startswith("text/html")
+    body = plain.content.decode()
+    text = visible_text(body)
+    assert TOO_LONG in text
+    assert RAW_KEY.findall(text) == [] and "revised_text" not in text
+    # What was typed, to copy back: in a read-only box, with the way back to the form.
+    assert re.search(r"<textarea[^>]*readonly[^>]*>Which dish is this\? x{19981}</textarea>", body)
+    assert 'href="/review/"' in body
+
+    htmx = client.post(reverse("review_submit", args=[candidate.pk]), data, **HTMX)
+    assert htmx.status_code == 400 and htmx["Content-Type"].startswith("text/plain")
+    assert htmx.content.decode() == TOO_LONG
+    # The page names the field by its own label (app.js): the response says which field.
+    assert htmx["X-Refused-Field"] == "revised_text"
+    assert not Review.objects.exists()
+
+
+def test_an_over_long_json_value_is_the_apis_error_body(alice, make_image):
+    _, (candidate,) = make_image()
+    response = api(alice).post(
+        f"/api/candidates/{candidate.pk}/reviews/",
+        {"decision": "accept", "comment": "x" * 20_001},
+        format="json",
+    )
+    assert response.status_code == 400
+    # The API's sender names the value by its key, so the key is what the message says.
+    assert response.json() == {
+        "detail": "comment is longer than 20,000 characters (20,001 sent): shorten it.",
+        "field": "comment",
+    }
+    assert not Review.objects.exists()

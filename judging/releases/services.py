@@ -228,10 +228,10 @@ def create_release(name: str, notes: str = "", by: Any = None) -> Release:
     Raises ReleaseError, in words for people, for a name that is taken or malformed, notes
     that are too long, or a state with no question to release."""
     try:
-        name = clean_text(name, "The name", limit=RELEASE_NAME_MAX, multiline=False)
-        notes = clean_text(notes, "The notes", limit=RELEASE_NOTES_MAX)
+        name = clean_text(name, "name", limit=RELEASE_NAME_MAX, multiline=False, label="The name")
+        notes = clean_text(notes, "notes", limit=RELEASE_NOTES_MAX, label="The notes", plural=True)
     except InvalidInput as exc:
-        raise ReleaseError(exc.message, "name" if "name" in exc.message else "notes") from exc
+        raise ReleaseError(exc.message, exc.field) from exc
     if not name:
         raise ReleaseError("Give the release a name, for example v1.0.", "name")
     if name.lower() in RESERVED:

@@ -25,16 +25,17 @@ ADMINS = access.role_required(access.ADMIN, message="Only admins read and cut re
 
 
 class CutForm(forms.Form):
+    """The fields' limits are the model's, held by the browser (maxlength, with the page's
+    counter) and by create_release, whose refusal names the field as the page does."""
+
     name = forms.CharField(
-        max_length=RELEASE_NAME_MAX,
-        label=f"Name (at most {RELEASE_NAME_MAX} characters; letters, digits, spaces and "
-        ". _ - + ( ), for example v1.0)",
+        widget=forms.TextInput(attrs={"maxlength": RELEASE_NAME_MAX}),
+        label="Name (letters, digits, spaces and . _ - + ( ), for example v1.0)",
     )
     notes = forms.CharField(
         required=False,
-        max_length=RELEASE_NOTES_MAX,
-        widget=forms.Textarea(attrs={"rows": 3}),
-        label=f"Notes (optional, at most {RELEASE_NOTES_MAX} characters)",
+        widget=forms.Textarea(attrs={"rows": 3, "maxlength": RELEASE_NOTES_MAX}),
+        label="Notes (optional)",
     )
 
 

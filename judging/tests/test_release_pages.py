@@ -3,6 +3,8 @@ the queries each page makes (pinned)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.urls import reverse
 from django.utils import timezone
@@ -198,3 +200,32 @@ def test_the_admin_reads_a_release_and_changes_nothing(client, benchmark):
     delete = reverse("admin:judging_release_delete", args=[release.pk])
     assert client.post(delete, {"post": "yes"}).status_code == 403
     assert Release.objects.get().name == "v1"
+
+
+def test_the_cut_forms_fields_show_their_limits_and_refuse_in_words(client, root, benchmark):
+    """Name and notes each carry their limit (the model's) as maxlength with the live counter
+    right after the field; a longer text (a browser that ignores maxlength) is refused by the
+    service in the page's words, naming the field, with what was typed kept."""
+    client.force_login(root)
+    body = client.get(reverse("releases")).content.decode()
+    assert re.search(
+        r'<input type="text" name="name" maxlength="40"[^>]*>'
+        r'<small class="limit" data-limit="40"[^>]*>at most 40 characters</small>',
+        body,
+    )
+    assert re.search(
+        r'<textarea name="notes"[^>]*maxlength="2000"[^>]*>\s*</textarea>'
+        r'<small class="limit" data-limit="2000"[^>]*>at most 2000 characters</small>',
+        body,
+    )
+    response = client.post(reverse("release_cut"), {"name": "v" * 41, "notes": "keep me"})
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "The name is longer than 40 characters (41 sent): shorten it." in body
+    assert 'value="' + "v" * 41 + '"' in body and "keep me" in body
+    response = client.post(reverse("release_cut"), {"name": "v3", "notes": "n" * 2001})
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "The notes are longer than 2,000 characters (2,001 sent): shorten them." in body
+    assert 'value="v3"' in body and "n" * 2001 in body
+    assert not Release.objects.filter(name__in=["v3", "v" * 41]).exists()

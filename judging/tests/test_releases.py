@@ -141,7 +141,7 @@ def test_create_refuses_clearly():
         create_release("v1/beta")
     with pytest.raises(ReleaseError, match="The name is longer than 40 characters"):
         create_release("v" * 41)
-    with pytest.raises(ReleaseError, match="The notes is longer than 2000 characters"):
+    with pytest.raises(ReleaseError, match="The notes are longer than 2,000 characters"):
         create_release("v1", "n" * 2001)
     with pytest.raises(ReleaseError, match="The name may not contain U\\+000A"):
         create_release("v1\nv2")

@@ -4,6 +4,7 @@ for a known model price, the launch going through the app's helper, the scope by
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 import pytest
@@ -275,3 +276,38 @@ def test_a_hostile_fresh_value_is_refused_by_name(client, root, make_image, mode
     assert response.status_code == 200
     assert "fresh: expected a checkbox" in response.content.decode()
     assert not Job.objects.exists()
+
+
+def test_the_ids_box_shows_its_limit_and_a_longer_list_is_refused_in_words(
+    client, root, make_image, model
+):
+    """The box of source ids has a limit (core.text), shown and counted under it and held by
+    maxlength; a longer list (a browser that ignores maxlength) is refused in the page's words,
+    the list kept in the box, and nothing is launched."""
+    from core.text import MAX_SOURCE_IDS
+
+    make_image("img-1", [])
+    client.force_login(root)
+    html = client.get(reverse("jobs")).content.decode()
+    boxes = re.findall(r'(<textarea name="ids" rows="3"[^>]*>)</textarea>(<small[^>]*>)', html)
+    assert len(boxes) == len(launchers.all_launchers())
+    for box, note in boxes:
+        assert f'maxlength="{MAX_SOURCE_IDS}"' in box
+        assert f'class="limit" data-limit="{MAX_SOURCE_IDS}"' in note
+    ids = "img-1\n" * (MAX_SOURCE_IDS // 6 + 1)
+    said = (
+        f"The source ids are longer than {MAX_SOURCE_IDS:,} characters ({len(ids):,} sent): "
+        "shorten them."
+    )
+    partial = post(client, "job_estimate", scope="chosen", ids=ids, HTTP_HX_REQUEST="true")
+    assert said in partial.content.decode()
+    assert reverse("job_launch") not in partial.content.decode()
+    page = post(client, "job_estimate", scope="chosen", ids=ids).content.decode()
+    assert said in page
+    assert f'<textarea name="ids" rows="3" maxlength="{MAX_SOURCE_IDS}">{ids}</textarea>' in page
+    launched = post(client, "job_launch", scope="chosen", ids=ids, follow=True)
+    assert said in launched.content.decode()
+    assert not Job.objects.exists()
+    # The box is read only for chosen items: all eligible is not refused for what it holds.
+    partial = post(client, "job_estimate", scope="all", ids=ids, HTTP_HX_REQUEST="true")
+    assert reverse("job_launch") in partial.content.decode()

@@ -649,7 +649,10 @@
       const form = use.closest("form");
       // Not focused: the next key (Enter, or the other annotator's number) stays a key.
       choose(form, "revise", false);
-      form.querySelector('textarea[name="revised_text"]').value = use.dataset.useRevision;
+      const box = form.querySelector('textarea[name="revised_text"]');
+      box.value = use.dataset.useRevision;
+      // As typing would: the counter under the box (and anything else that listens) follows.
+      box.dispatchEvent(new Event("input", {bubbles: true}));
     }
   });
 
@@ -757,6 +760,7 @@
 
   document.addEventListener("input", function (event) {
     if (limitNote(event.target)) count(event.target);
+    event.target.removeAttribute("aria-invalid");
   });
 
   // The browser cuts a paste at the field's maxlength without a word: count what was pasted
@@ -886,6 +890,40 @@
       "reload the page." + KEPT;
   }
 
+  // A refusal in one plain sentence rather than the region again: the input boundary's (a text
+  // over any field's limit, core/middleware.py) or a domain error no view caught. 400 and 409
+  // are the statuses htmx is told to swap (base.html); a page region is never text/plain.
+  function refusedInPlainText(xhr) {
+    const type = xhr.getResponseHeader("Content-Type") || "";
+    return (xhr.status === 400 || xhr.status === 409) && type.indexOf("text/plain") === 0;
+  }
+
+  // The name a person reads for a field: its aria-label, or its label's own words before any
+  // aside ("Revised question (used only with Revise; ..." is "Revised question").
+  function labelOf(field) {
+    const named = field.getAttribute("aria-label");
+    if (named) return named;
+    const label = field.labels && field.labels[0];
+    const words = label && Array.from(label.childNodes).find(function (node) {
+      return node.nodeType === Node.TEXT_NODE && node.textContent.trim();
+    });
+    return words ? words.textContent.trim().split(" (")[0].replace(/[\s,:;]+$/, "") : "";
+  }
+
+  function showRefusal(elt, xhr) {
+    const form = elt.closest ? (elt.closest("form") || elt) : null;
+    const name = xhr.getResponseHeader("X-Refused-Field");
+    const field = name && form && form.elements ? form.elements.namedItem(name) : null;
+    let where = "";
+    if (field instanceof HTMLElement && !field.hidden && field.type !== "hidden") {
+      const label = labelOf(field);
+      if (label) where = " It is in \u201c" + label + "\u201d, selected below.";
+      field.setAttribute("aria-invalid", "true");
+    }
+    showProblem(elt, "Not saved: " + xhr.responseText.trim() + where + KEPT, false);
+    if (where) field.focus();
+  }
+
   document.addEventListener("htmx:beforeSwap", function (event) {
     const xhr = event.detail.xhr;
     // An expired session answers a redirect to the login page, which the browser follows:
@@ -896,6 +934,11 @@
       event.detail.isError = false;
       showProblem(sender(event), "Your session has ended, so nothing was saved. Log in " +
         "again in another tab, then press Retry here." + KEPT, true);
+    } else if (xhr && refusedInPlainText(xhr)) {
+      // Said above the form, never swapped over it: what was typed stays where it was.
+      event.detail.shouldSwap = false;
+      event.detail.isError = false;
+      showRefusal(sender(event), xhr);
     } else if (event.detail.shouldSwap) {
       clearProblem(sender(event));
     }
