@@ -78,6 +78,22 @@ class JobError(Exception):
     """A job service was asked for something the job's state does not allow."""
 
 
+class AlreadyRunning(Exception):  # noqa: N818 (what the caller is told)
+    """A kind that runs one job at a time (the diversity report, the export) has one queued or
+    running already: `job` is that one."""
+
+    def __init__(self, job: Job) -> None:
+        super().__init__(f"job {job.pk} ({job.kind}) is queued or running already")
+        self.job = job
+
+
+def refuse_if_running(kind: str) -> None:
+    """Raise AlreadyRunning when a job of `kind` is queued or running."""
+    running = Job.objects.filter(kind=kind, status__in=ACTIVE).first()
+    if running is not None:
+        raise AlreadyRunning(running)
+
+
 # ---------------------------------------------------------------------------------------------
 # What handlers return or raise, and what they may read.
 

@@ -174,10 +174,7 @@ jobs.register_kind(
 )
 
 
-class AlreadyRunning(Exception):  # noqa: N818 (what the caller is told)
-    def __init__(self, job: Job) -> None:
-        super().__init__(f"job {job.pk} is exporting already")
-        self.job = job
+AlreadyRunning = jobs.AlreadyRunning
 
 
 def launch(user: Any, layout: str, release: str | None = None) -> Job:
@@ -191,9 +188,7 @@ def launch(user: Any, layout: str, release: str | None = None) -> Job:
 
     if layout == SITE and not release and latest_release() is None:
         raise ExportError(NO_RELEASE)
-    running = Job.objects.filter(kind=EXPORT, status__in=jobs.ACTIVE).first()
-    if running is not None:
-        raise AlreadyRunning(running)
+    jobs.refuse_if_running(EXPORT)
     payload = {"layout": layout, "release": release or None}
     return jobs.job_launch(kind=EXPORT, items=[("export", payload)], params=payload, user=user)
 

@@ -50,17 +50,12 @@ jobs.register_kind(
 )
 
 
-class AlreadyRunning(Exception):  # noqa: N818 (what the caller is told)
-    def __init__(self, job: Job) -> None:
-        super().__init__(f"job {job.pk} is computing the report already")
-        self.job = job
+AlreadyRunning = jobs.AlreadyRunning
 
 
 def launch(user: Any) -> Job:
     """A new computation of both scopes, unless one is queued or running (AlreadyRunning)."""
-    running = Job.objects.filter(kind=DIVERSITY, status__in=jobs.ACTIVE).first()
-    if running is not None:
-        raise AlreadyRunning(running)
+    jobs.refuse_if_running(DIVERSITY)
     return jobs.job_launch(
         kind=DIVERSITY, items=[(scope, {"scope": scope}) for scope in SCOPES], user=user
     )
