@@ -38,6 +38,7 @@ MAX_CHECK_TEXT = 2000  # a rubric check's text
 MAX_REASON = 2000  # why a check was deleted, a question corrected or dropped
 MAX_SPOT_NOTE = 2000  # a spot check's note
 MAX_SOURCE_IDS = 10_000  # the jobs page's box of source ids, one per line (about 500 of them)
+MAX_DATASET_REVISION = 100  # ImportBatch.revision's max_length: the CRAG-MM copy's revision
 LIMITS = {
     "question": MAX_QUESTION_TEXT,
     "comment": MAX_COMMENT,
@@ -46,6 +47,7 @@ LIMITS = {
     "reason": MAX_REASON,
     "spot_note": MAX_SPOT_NOTE,
     "source_ids": MAX_SOURCE_IDS,
+    "revision": MAX_DATASET_REVISION,
 }
 
 

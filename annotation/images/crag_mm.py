@@ -26,7 +26,7 @@ from pathlib import Path
 from django.conf import settings
 
 from core.errors import InvalidInput
-from core.text import SOURCE_ID_MAX, clean_source_id, clean_text
+from core.text import MAX_DATASET_REVISION, SOURCE_ID_MAX, clean_source_id, clean_text
 
 from ..models import Image, Popularity, domain_key, known_domains
 from .importing import (
@@ -738,11 +738,19 @@ def crag_mm_from_upload(
 
 
 def crag_mm_outcome(data, files, *, actor, source: str) -> dict:
+    revision = (data.get("revision") or "").strip()
+    if len(revision) > MAX_DATASET_REVISION:
+        raise ImportProblems(
+            [
+                f"The revision is longer than {MAX_DATASET_REVISION:,} characters "
+                f"({len(revision):,} sent): shorten it."
+            ]
+        )
     outcome = crag_mm_from_upload(
         files.getlist("shards"),
         entities=files.get("entities"),
         split=data.get("split") or "validation",
-        revision=(data.get("revision") or "").strip()[:100],
+        revision=revision,
         dry_run=str(data.get("dry_run", "")).lower() in ("1", "true", "on", "yes"),
         actor=actor,
         source=source,

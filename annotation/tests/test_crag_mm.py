@@ -355,3 +355,23 @@ def test_an_entities_file_over_the_cap_is_a_413(client, dataset, root, settings)
     )
     assert page.status_code == 413 and "IMPORT_MAX_MANIFEST_BYTES" in page.content.decode()
     assert not Image.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_revision_over_its_limit_is_refused_in_words_never_cut(client, dataset, root):
+    from django.urls import reverse
+
+    from core.text import MAX_DATASET_REVISION
+
+    client.force_login(root)
+    page = client.get(reverse("import_crag_mm")).content.decode()
+    assert f'name="revision" maxlength="{MAX_DATASET_REVISION}"' in page
+    assert f'data-limit="{MAX_DATASET_REVISION}"' in page  # the live counter after it
+    long = "v" * (MAX_DATASET_REVISION + 1)
+    for url in (reverse("import_crag_mm"), reverse("api_images_import_crag_mm")):
+        answer = client.post(url, {"shards": _uploads(dataset), "revision": long})
+        assert answer.status_code == 400
+        assert "The revision is longer than 100 characters (101 sent): shorten it." in (
+            answer.content.decode()
+        )
+    assert not Image.objects.exists() and not ImportBatch.objects.exists()
