@@ -393,6 +393,14 @@ def crag_mm_plan(
 
     if split not in SPLITS:
         raise ImportProblems([f"split must be one of {', '.join(SPLITS)}, not {split!r}"])
+    revision = revision.strip()
+    if len(revision) > MAX_DATASET_REVISION:  # ImportBatch.revision holds this many
+        raise ImportProblems(
+            [
+                f"The revision is longer than {MAX_DATASET_REVISION:,} characters "
+                f"({len(revision):,} sent): shorten it."
+            ]
+        )
     shards = shard_paths(directory, split)
     if not shards:
         raise ImportProblems([f"{directory} has no data/{split}-*.parquet shard"])
@@ -739,13 +747,6 @@ def crag_mm_from_upload(
 
 def crag_mm_outcome(data, files, *, actor, source: str) -> dict:
     revision = (data.get("revision") or "").strip()
-    if len(revision) > MAX_DATASET_REVISION:
-        raise ImportProblems(
-            [
-                f"The revision is longer than {MAX_DATASET_REVISION:,} characters "
-                f"({len(revision):,} sent): shorten it."
-            ]
-        )
     outcome = crag_mm_from_upload(
         files.getlist("shards"),
         entities=files.get("entities"),

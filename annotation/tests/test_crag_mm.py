@@ -374,4 +374,6 @@ def test_a_revision_over_its_limit_is_refused_in_words_never_cut(client, dataset
         assert "The revision is longer than 100 characters (101 sent): shorten it." in (
             answer.content.decode()
         )
+    code, _, err = run(dataset, "--revision", long)  # the command too
+    assert code == 2 and "The revision is longer than 100 characters" in err
     assert not Image.objects.exists() and not ImportBatch.objects.exists()
