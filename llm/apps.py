@@ -11,9 +11,7 @@ class LlmConfig(AppConfig):
     verbose_name = "LLM gateway"
 
     def ready(self) -> None:
-        # The demo provider registers itself as llm/providers.py's real ones do.
-        from . import demo_provider  # noqa: F401
-
-        # The job system's Celery tasks, registered in every process: the web sends the chunk
-        # task by its name (llm/sending.py), and only a worker runs Celery's autodiscovery.
-        from . import tasks  # noqa: F401
+        # The demo provider registers itself as llm/providers.py's real ones do; the job
+        # system's Celery tasks are registered in every process, since the web sends the chunk
+        # task by its name (llm/sending.py) and only a worker runs Celery's autodiscovery.
+        from . import demo_provider, tasks  # noqa: F401
