@@ -31,8 +31,8 @@ docs: site/index.html
 run: $(BIN)/.runtime site/index.html
 	$(BIN)/python -m gamut_site.devrun
 
-# Tests marked slow (over a minute each, waiting out real leases) run in .ci/run's PostgreSQL
-# pass, not here: `make test` stays under ten minutes on two cores.
+# Tests marked slow (six fault tests that wait on real servers, 8 s to 80 s each) run in
+# .ci/run's PostgreSQL pass, not here: `make test` stays under ten minutes on two cores.
 test: $(BIN)/.dev site/index.html
 	$(BIN)/python -m pytest -q -m "not slow"
 

@@ -40,6 +40,7 @@ def _key(recorded: Recorded) -> tuple[str, str]:
     return answer, check
 
 
+@pytest.mark.slow  # waits on real servers for 8-15 s: make test leaves it to CI
 def test_a_worker_killed_midway_then_a_run_again_asks_nothing_twice(
     celery_app,  # noqa: F811
     redis_url,  # noqa: F811

@@ -170,6 +170,7 @@ def test_batch_needs_a_gemini_judge(world):
         llm_jobs.judge_launch(user=None, judge=judge, batch=True)
 
 
+@pytest.mark.slow  # waits on real servers for 8-15 s: make test leaves it to CI
 def test_a_batch_job_polls_every_2_s_in_a_real_worker_without_beat(
     fake_llm: FakeLLM, celery_app, redis_url, tmp_path
 ):  # noqa: F811 (fixtures)

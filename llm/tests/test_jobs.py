@@ -624,6 +624,7 @@ def test_a_job_runs_through_a_real_worker(celery_app, redis_url, tmp_path):  # n
     assert set(JobItem.objects.filter(job=job).values_list("attempts", flat=True)) == {1}
 
 
+@pytest.mark.slow  # waits on real servers for 8-15 s: make test leaves it to CI
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_killed_mid_job_loses_and_duplicates_nothing(
     celery_app,
@@ -691,6 +692,7 @@ def start_beat(redis_url: str, log_path: Path, schedule: Path) -> subprocess.Pop
         )
 
 
+@pytest.mark.slow  # waits on real servers for 8-15 s: make test leaves it to CI
 @pytest.mark.django_db(transaction=True)
 def test_a_waiting_job_polls_on_its_schedule_without_beat(
     celery_app,

@@ -213,6 +213,7 @@ def test_an_item_whose_own_write_meets_an_outage_runs_again_without_calling_agai
 # --- Redis -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # waits on real servers for 8-15 s: make test leaves it to CI
 def test_a_redis_restart_mid_job_fails_no_item(
     celery_app,
     redis_server,
