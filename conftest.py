@@ -120,3 +120,33 @@ def make_image(db):
         return image, candidates
 
     return make
+
+
+@pytest.fixture
+def run_here(monkeypatch):
+    """Jobs run in the test's thread, standing in for the worker: the chunk task a launch sends
+    after its commit is dropped, and `run_here(job or its id)` runs the job's chunks here until
+    nothing is left to claim, then gives the job as the database holds it. The handlers record
+    from threads of their own: the tests need `django_db(transaction=True)`."""
+    from django.db import transaction
+
+    from llm import jobs
+    from llm.gateway import Gateway, GatewaySettings
+    from llm.models import Job
+    from llm.ratelimit import MemoryTokenBucket
+    from llm.tasks import run_job_chunk
+
+    monkeypatch.setattr(
+        run_job_chunk, "delay_on_commit", lambda job_id: transaction.on_commit(lambda: None)
+    )
+
+    def gateway() -> Gateway:
+        return Gateway(limiter=MemoryTokenBucket(), conf=GatewaySettings())
+
+    def run(job) -> Job:
+        job_id = getattr(job, "pk", job)
+        while jobs.job_run_chunk(job_id=job_id, gateway_factory=gateway):
+            pass
+        return Job.objects.get(pk=job_id)
+
+    return run

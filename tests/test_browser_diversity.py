@@ -5,25 +5,22 @@ when it is over. The job's chunk runs in the test's thread, standing in for the 
 from __future__ import annotations
 
 import pytest
-from django.db import transaction
 from playwright.sync_api import expect
 
 from annotation.analysis.diversity_jobs import DIVERSITY
 from annotation.models import FinalQuestion
-from annotation.tests.test_diversity_job import drain
 from llm.models import Job
 from tests.test_browser_axe import RUN_AXE, axe_source
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("run_here"),
+]
 
 
 @pytest.fixture
-def questions(make_image, monkeypatch):
-    from llm.tasks import run_job_chunk
-
-    monkeypatch.setattr(
-        run_job_chunk, "delay_on_commit", lambda job_id: transaction.on_commit(lambda: None)
-    )
+def questions(make_image):
     texts = [
         ("d-1", "Vespa", "What is this Vespa, and how fast does it go?"),
         ("d-2", "Unimog", "What is this Unimog, and how fast does it go?"),
@@ -34,7 +31,7 @@ def questions(make_image, monkeypatch):
         FinalQuestion.objects.create(image=image, candidate=candidate, text=text, method="manual")
 
 
-def test_recompute_shows_progress_then_the_report(questions, root, log_in, screenshot):
+def test_recompute_shows_progress_then_the_report(run_here, questions, root, log_in, screenshot):
     person = log_in("root")
     page = person.page
     page.goto("/diversity/")
@@ -45,7 +42,7 @@ def test_recompute_shows_progress_then_the_report(questions, root, log_in, scree
     expect(page.get_by_role("button", name="Recompute")).to_have_count(0)
     page.evaluate(axe_source())
     assert page.evaluate(RUN_AXE) == []
-    drain(Job.objects.get(kind=DIVERSITY))
+    run_here(Job.objects.get(kind=DIVERSITY))
     # The page polls, sees the job over and reloads itself with the report.
     expect(page.get_by_test_id("templates-final")).to_have_text("2 templates", timeout=15_000)
     expect(page.get_by_test_id("computed-at")).to_contain_text("started by root")
@@ -62,7 +59,7 @@ def test_recompute_shows_progress_then_the_report(questions, root, log_in, scree
     page.keyboard.press("Enter")
     expect(page.get_by_test_id("running")).to_be_visible()
     assert Job.objects.filter(kind=DIVERSITY).count() == 2
-    drain(Job.objects.filter(kind=DIVERSITY).latest("pk"))
+    run_here(Job.objects.filter(kind=DIVERSITY).latest("pk"))
     expect(page.get_by_test_id("recompute")).to_be_visible(timeout=15_000)
     expect(page.get_by_test_id("templates-candidates")).to_have_text("2 templates")
     assert person.errors == []

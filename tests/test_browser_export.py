@@ -8,28 +8,21 @@ from __future__ import annotations
 import zipfile
 
 import pytest
-from django.db import transaction
 from playwright.sync_api import expect
 
 from llm.models import Job
 from rubrics.export_jobs import EXPORT
-from rubrics.tests.test_export_jobs import drain
 from rubrics.tests.test_hf_export import benchmark  # noqa: F401 (the fixture)
 from tests.test_browser_axe import RUN_AXE, axe_source
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("run_here"),
+]
 
 
-@pytest.fixture(autouse=True)
-def no_broker(monkeypatch):
-    from llm.tasks import run_job_chunk
-
-    monkeypatch.setattr(
-        run_job_chunk, "delay_on_commit", lambda job_id: transaction.on_commit(lambda: None)
-    )
-
-
-def test_export_shows_progress_then_a_download(benchmark, root, log_in, screenshot):  # noqa: F811
+def test_export_shows_progress_then_a_download(run_here, benchmark, root, log_in, screenshot):  # noqa: F811
     person = log_in("root")
     page = person.page
     page.goto("/")
@@ -43,7 +36,7 @@ def test_export_shows_progress_then_a_download(benchmark, root, log_in, screensh
     page.evaluate(axe_source())
     assert page.evaluate(RUN_AXE) == []
     job = Job.objects.get(kind=EXPORT)
-    drain(job.pk)
+    run_here(job.pk)
     # The page polls, sees the job over and reloads itself with the download link.
     link = page.get_by_test_id(f"download-{job.pk}")
     expect(link).to_contain_text("gamut-benchmark-hf-", timeout=15_000)
@@ -67,6 +60,6 @@ def test_export_shows_progress_then_a_download(benchmark, root, log_in, screensh
     expect(page.get_by_test_id("running")).to_be_visible()
     second = Job.objects.filter(kind=EXPORT).latest("pk")
     assert second.params == {"layout": "gamut", "release": None}
-    drain(second.pk)
+    run_here(second.pk)
     expect(page.get_by_test_id(f"download-{second.pk}")).to_be_visible(timeout=15_000)
     assert person.errors == []

@@ -9,37 +9,14 @@ import io
 import json
 
 import pytest
-from django.db import transaction
 from django.urls import reverse
 
 from annotation.analysis.diversity_jobs import DIVERSITY
 from annotation.models import FinalQuestion
-from llm import jobs
-from llm.gateway import Gateway, GatewaySettings
 from llm.models import Job
-from llm.ratelimit import MemoryTokenBucket
 
-pytestmark = pytest.mark.django_db(transaction=True)  # the chunk records from its own thread
-
-
-@pytest.fixture(autouse=True)
-def no_broker(monkeypatch):
-    """The chunk task a launch sends after its commit is dropped: the tests run it here."""
-    from llm.tasks import run_job_chunk
-
-    monkeypatch.setattr(
-        run_job_chunk, "delay_on_commit", lambda job_id: transaction.on_commit(lambda: None)
-    )
-
-
-def drain(job: Job) -> Job:
-    def gateway() -> Gateway:
-        return Gateway(limiter=MemoryTokenBucket(), conf=GatewaySettings())
-
-    while jobs.job_run_chunk(job_id=job.pk, gateway_factory=gateway):
-        pass
-    job.refresh_from_db()
-    return job
+# Every launch's chunk task is dropped and the tests run the jobs here (conftest's run_here).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("run_here")]
 
 
 @pytest.fixture
@@ -62,7 +39,7 @@ def recompute(client) -> Job:
 
 
 def test_recompute_runs_in_the_background_and_the_page_shows_the_stored_report(
-    client, questions, root, django_assert_num_queries
+    run_here, client, questions, root, django_assert_num_queries
 ):
     client.force_login(root)
     url = reverse("diversity")
@@ -86,7 +63,7 @@ def test_recompute_runs_in_the_background_and_the_page_shows_the_stored_report(
     poll = client.get(url, headers={"HX-Request": "true"})
     assert poll.status_code == 200 and "0 of 2 parts done" in poll.content.decode()
 
-    job = drain(job)
+    job = run_here(job)
     assert (job.status, job.items_done, job.items_failed) == ("done", 2, 0)
     result = job.items.get(key="final").result
     assert result["report"]["overall"]["templates"] == 2 and result["seconds"] >= 0
@@ -111,10 +88,12 @@ def test_recompute_runs_in_the_background_and_the_page_shows_the_stored_report(
     assert f'href="{reverse("job", args=[job.pk])}"' in client.get(reverse("jobs")).content.decode()
 
 
-def test_the_stored_report_exports_csv_json_and_the_api_says_when(client, questions, root):
+def test_the_stored_report_exports_csv_json_and_the_api_says_when(
+    run_here, client, questions, root
+):
     client.force_login(root)
     url = reverse("diversity")
-    drain(recompute(client))
+    run_here(recompute(client))
     data = client.get(url, {"format": "json"}).json()
     assert set(data) == {"final", "candidates"}
     assert data["final"]["overall"]["templates"] == 2
@@ -156,7 +135,7 @@ def test_the_stored_report_exports_csv_json_and_the_api_says_when(client, questi
     assert bad.status_code == 400 and "scope" in json.dumps(bad.json())
 
 
-def test_the_api_recomputes_and_refuses_a_second_run(client, questions, root):
+def test_the_api_recomputes_and_refuses_a_second_run(run_here, client, questions, root):
     client.force_login(root)
     url = reverse("api_diversity")
     missing = client.get(url)
@@ -165,7 +144,7 @@ def test_the_api_recomputes_and_refuses_a_second_run(client, questions, root):
     assert launched.status_code == 202
     job = Job.objects.get(pk=launched.json()["job"], kind=DIVERSITY)
     assert client.post(url).status_code == 409
-    drain(job)
+    run_here(job)
     assert client.get(url, {"scope": "candidates"}).json()["overall"]["questions"] == 3
 
 

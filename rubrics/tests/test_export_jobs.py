@@ -17,10 +17,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from judging.models import Release
-from llm import jobs
-from llm.gateway import Gateway, GatewaySettings
 from llm.models import Job, JobStatus
-from llm.ratelimit import MemoryTokenBucket
 from rubrics import export_jobs
 from rubrics.tests.test_import_export import (  # noqa: F401 (fixtures)
     benchmark,
@@ -29,26 +26,8 @@ from rubrics.tests.test_import_export import (  # noqa: F401 (fixtures)
     run_export,
 )
 
-pytestmark = pytest.mark.django_db(transaction=True)  # the export reads from its own thread
-
-
-@pytest.fixture(autouse=True)
-def no_broker(monkeypatch):
-    """The chunk task a launch sends after its commit is dropped: the tests run it here."""
-    from llm.tasks import run_job_chunk
-
-    monkeypatch.setattr(
-        run_job_chunk, "delay_on_commit", lambda job_id: transaction.on_commit(lambda: None)
-    )
-
-
-def drain(job_id: int) -> Job:
-    def gateway() -> Gateway:
-        return Gateway(limiter=MemoryTokenBucket(), conf=GatewaySettings())
-
-    while jobs.job_run_chunk(job_id=job_id, gateway_factory=gateway):
-        pass
-    return Job.objects.get(pk=job_id)
+# Every launch's chunk task is dropped and the tests run the jobs here (conftest's run_here).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("run_here")]
 
 
 def api(user=None) -> APIClient:
@@ -68,7 +47,9 @@ def start(client, **data) -> dict:
     return answer.json()
 
 
-def test_the_api_exports_in_the_background_and_hands_out_the_same_bytes(tmp_path, benchmark, root):
+def test_the_api_exports_in_the_background_and_hands_out_the_same_bytes(
+    run_here, tmp_path, benchmark, root
+):
     run_export(tmp_path / "export")
     on_disk = files_of(tmp_path / "export")
     client = api(root)
@@ -77,7 +58,7 @@ def test_the_api_exports_in_the_background_and_hands_out_the_same_bytes(tmp_path
     # Nothing is written in the request: the job writes it.
     assert not exports_folder().exists() or not any(exports_folder().rglob("*.zip"))
 
-    job = drain(started["job"])
+    job = run_here(started["job"])
     assert job.status == JobStatus.DONE
     assert job.progress == {"done": 2, "total": 2, "what": "questions"}
     detail = client.get(reverse("api_benchmark_export", args=[job.pk])).json()
@@ -103,20 +84,20 @@ def test_the_api_exports_in_the_background_and_hands_out_the_same_bytes(tmp_path
     assert [row["job"] for row in listed] == [job.pk]
 
 
-def test_one_export_at_a_time(benchmark, root):
+def test_one_export_at_a_time(run_here, benchmark, root):
     client = api(root)
     first = start(client)
     answer = client.post(reverse("api_benchmark_exports"), {}, format="json")
     assert answer.status_code == 409
     assert f"job {first['job']}" in answer.json()["detail"]
-    drain(first["job"])
+    run_here(first["job"])
     start(client)  # once it is over, the next may start
 
 
-def test_an_export_that_cannot_be_made_says_why_and_leaves_no_file(benchmark, root):
+def test_an_export_that_cannot_be_made_says_why_and_leaves_no_file(run_here, benchmark, root):
     benchmark["a1"].rubric.question.image.file.delete(save=False)
     client = api(root)
-    job = drain(start(client)["job"])
+    job = run_here(start(client)["job"])
     assert job.status == JobStatus.DONE and job.items_failed == 1
     detail = client.get(reverse("api_benchmark_export", args=[job.pk])).json()
     assert "the photo of 'a1' is missing" in detail["error"]
@@ -136,14 +117,14 @@ def test_a_file_that_is_not_written_yet_is_a_conflict_and_an_unknown_export_404(
     assert client.get(reverse("api_benchmark_export_file", args=[999])).status_code == 404
 
 
-def test_the_huggingface_layout_and_bad_requests(benchmark, root):
+def test_the_huggingface_layout_and_bad_requests(run_here, benchmark, root):
     client = api(root)
     bad = client.post(reverse("api_benchmark_exports"), {"layout": "parquet"}, format="json")
     assert bad.status_code == 400 and bad.json()["field"] == "layout"
     unknown = client.post(reverse("api_benchmark_exports"), {"release": "v9"}, format="json")
     assert unknown.status_code == 404 and "No release is named 'v9'" in unknown.json()["detail"]
     assert not Job.objects.exists()
-    job = drain(start(client, layout="huggingface")["job"])
+    job = run_here(start(client, layout="huggingface")["job"])
     detail = client.get(reverse("api_benchmark_export", args=[job.pk])).json()
     assert detail["layout"] == "huggingface"
     assert detail["file_name"].startswith("gamut-benchmark-hf-")
@@ -152,12 +133,12 @@ def test_the_huggingface_layout_and_bad_requests(benchmark, root):
     assert "data/test-00000-of-00001.parquet" in names and "README.md" in names
 
 
-def test_a_release_is_exported_as_it_was_cut(benchmark, root):
+def test_a_release_is_exported_as_it_was_cut(run_here, benchmark, root):
     from judging.releases.services import create_release
 
     release = create_release("v1.0 (demo)", by=root)
     client = api(root)
-    job = drain(start(client, release=release.name)["job"])
+    job = run_here(start(client, release=release.name)["job"])
     detail = client.get(reverse("api_benchmark_export", args=[job.pk])).json()
     assert detail["release"] == "v1.0 (demo)"
     assert detail["file_name"].startswith("gamut-benchmark-v1.0__demo_-")
@@ -167,7 +148,7 @@ def test_a_release_is_exported_as_it_was_cut(benchmark, root):
     assert Release.objects.count() == 1
 
 
-def test_a_release_is_published_as_a_static_site(client, benchmark, root):
+def test_a_release_is_published_as_a_static_site(run_here, client, benchmark, root):
     from judging.publish.site import zip_stream
     from judging.releases.services import create_release
 
@@ -182,7 +163,7 @@ def test_a_release_is_published_as_a_static_site(client, benchmark, root):
     release = create_release("v1.0", by=root)
     # Left out, the release is the latest one (as the leaderboard page's form sends it).
     client.post(reverse("exports"), {"layout": "site", "release": ""})
-    job = drain(Job.objects.filter(kind=export_jobs.EXPORT).latest("pk").pk)
+    job = run_here(Job.objects.filter(kind=export_jobs.EXPORT).latest("pk").pk)
     detail = api(root).get(reverse("api_benchmark_export", args=[job.pk])).json()
     assert detail["file_name"] == "gamut-v1.0.zip" and detail["release"] == "v1.0"
     assert detail["content_hash"] == release.content_hash and detail["questions"] == 2
@@ -193,9 +174,9 @@ def test_a_release_is_published_as_a_static_site(client, benchmark, root):
     assert "Published leaderboard" in page and "gamut-v1.0.zip" in page
 
 
-def test_only_admins_export(benchmark, root, alice, dave):
+def test_only_admins_export(run_here, benchmark, root, alice, dave):
     started = start(api(root))
-    job = drain(started["job"])
+    job = run_here(started["job"])
     urls = [
         reverse("api_benchmark_exports"),
         reverse("api_benchmark_export", args=[job.pk]),
@@ -212,10 +193,10 @@ def test_only_admins_export(benchmark, root, alice, dave):
     assert Job.objects.count() == 1
 
 
-def test_the_files_of_the_newest_exports_are_kept(benchmark, root, monkeypatch):
+def test_the_files_of_the_newest_exports_are_kept(run_here, benchmark, root, monkeypatch):
     monkeypatch.setattr(export_jobs, "KEEP", 2)
     client = api(root)
-    done = [drain(start(client)["job"]).pk for _ in range(3)]
+    done = [run_here(start(client)["job"]).pk for _ in range(3)]
     oldest = client.get(reverse("api_benchmark_export", args=[done[0]])).json()
     assert oldest["removed"] is True and oldest["download"] is None
     assert oldest["content_hash"].startswith("sha256:")
@@ -228,7 +209,9 @@ def test_the_files_of_the_newest_exports_are_kept(benchmark, root, monkeypatch):
 # --- the Export page ------------------------------------------------------------------------
 
 
-def test_the_page_starts_an_export_shows_its_progress_then_the_download(client, benchmark, root):
+def test_the_page_starts_an_export_shows_its_progress_then_the_download(
+    run_here, client, benchmark, root
+):
     client.force_login(root)
     page = client.get(reverse("exports"))
     assert page.status_code == 200
@@ -241,7 +224,7 @@ def test_the_page_starts_an_export_shows_its_progress_then_the_download(client, 
     assert b'data-testid="export"' not in page.content  # no second start while it runs
     poll = client.get(reverse("exports"), HTTP_HX_REQUEST="true")
     assert poll.status_code == 200 and b'id="export-progress"' in poll.content
-    drain(job.pk)
+    run_here(job.pk)
     over = client.get(reverse("exports"), HTTP_HX_REQUEST="true")
     assert over.status_code == 286 and over["HX-Refresh"] == "true"
     page = client.get(reverse("exports"))
@@ -269,9 +252,9 @@ def test_the_page_is_for_admins(client, benchmark, alice, dave):
     assert not Job.objects.exists()
 
 
-def test_the_page_queries_do_not_grow_with_the_exports(client, benchmark, root):
+def test_the_page_queries_do_not_grow_with_the_exports(run_here, client, benchmark, root):
     client.force_login(root)
-    drain(start(api(root))["job"])
+    run_here(start(api(root))["job"])
 
     def count() -> int:
         with CaptureQueriesContext(transaction.get_connection()) as captured:
@@ -279,8 +262,8 @@ def test_the_page_queries_do_not_grow_with_the_exports(client, benchmark, root):
         return len(captured)
 
     one = count()
-    drain(start(api(root))["job"])
-    drain(start(api(root), layout="huggingface")["job"])
+    run_here(start(api(root))["job"])
+    run_here(start(api(root), layout="huggingface")["job"])
     assert count() == one
     # session and user, roles, the exports with who started them, their items, the releases
     assert one == 6
