@@ -174,6 +174,27 @@ def test_a_focus_moved_while_a_save_settles_stays_where_the_person_put_it(dave, 
     expect(page.get_by_test_id("count-context")).to_have_text("2")
     page.wait_for_timeout(1200)
     expect(check(page, "I1")).to_be_focused()
+    # An added check takes the focus only from the add form: a person who has gone on to another
+    # check before the add settled keeps their place, and the key they pressed there applies
+    # to that check (CI, 2026-12-04: the new check took the focus back).
+    page.keyboard.press("a")
+    page.keyboard.type("The response says the stew is served with boiled potatoes.")
+    page.keyboard.press("Enter")
+    expect(check(page, "H1")).to_be_visible()
+    check(page, "I3.opt2").focus()
+    page.keyboard.press("[")
+    page.wait_for_timeout(1200)  # past the add's settle
+    expect(page.locator("#checks-valuable li.check").first).to_have_attribute(
+        "data-check", "I3.opt2"
+    )
+    page.wait_for_timeout(1200)  # past the move's settle
+    expect(check(page, "I3.opt2")).to_be_focused()
+    # ... and the add form still hands the focus to the check it added.
+    page.keyboard.press("a")
+    page.keyboard.type("The response names Burgundy.")
+    page.keyboard.press("Enter")
+    page.wait_for_timeout(1200)
+    expect(check(page, "H2")).to_be_focused()
 
 
 def tier_order(page: Page, tier: str) -> list[str]:

@@ -440,9 +440,15 @@
     const target = event.target;
     if (!(target.closest && target.closest("#checklist"))) return;
     const added = target.matches("li.check") ? target : target.querySelector("li.check");
-    if (adding && added) {
+    if (adding && !added) return; // the add form's own redraw: the new check takes the focus
+    if (adding) {
       adding = false;
-      focusCheck(added); // wherever the focus was, the new check takes it
+      // The new check takes the focus from the add form (or from nowhere); a person who has
+      // gone on to another check before the add settled keeps their place.
+      const active = document.activeElement;
+      const moved = active && active !== document.body && active.isConnected
+        && !active.closest("#add-check");
+      if (!moved) focusCheck(added);
       return;
     }
     restoreFocus();
