@@ -418,12 +418,18 @@
     }
   });
 
+  // The element a person holds the focus on: a live one, not the page itself (a swap that
+  // removes the focused element leaves the focus on the page).
+  function heldFocus() {
+    const active = document.activeElement;
+    return active && active !== document.body && active.isConnected ? active : null;
+  }
+
   function restoreFocus() {
     // Only a focus that the swap took away comes back. Someone who has moved on by then (typing
     // in the add form, or on another check's button before htmx settled, 20 ms after the swap
     // and longer on a busy machine) keeps their place.
-    const active = document.activeElement;
-    if (active && active !== document.body && active.isConnected) return;
+    if (heldFocus()) return;
     let again = checks().find((c) => c.dataset.check === focusedCheck);
     if (!again && fallbackCheck) {
       again = checks().find((c) => c.dataset.check === fallbackCheck);
@@ -445,10 +451,8 @@
       adding = false;
       // The new check takes the focus from the add form (or from nowhere); a person who has
       // gone on to another check before the add settled keeps their place.
-      const active = document.activeElement;
-      const moved = active && active !== document.body && active.isConnected
-        && !active.closest("#add-check");
-      if (!moved) focusCheck(added);
+      const held = heldFocus();
+      if (!held || held.closest("#add-check")) focusCheck(added);
       return;
     }
     restoreFocus();
