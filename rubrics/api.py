@@ -147,8 +147,7 @@ def benchmark_exports(request: Request) -> Response:
             ExportSerializer, [_export_data(e) for e in export_jobs.exports()], many=True
         )
     asked = ExportRequestSerializer(data=request.data)
-    if not asked.is_valid():
-        raise serializers.ValidationError(asked.errors)
+    asked.is_valid(raise_exception=True)
     layout, release = asked.validated_data["layout"], asked.validated_data.get("release")
     if release and not release_named(release):
         raise NotFound(f"No release is named {release!r}: GET /api/releases/ lists them.")

@@ -8,7 +8,6 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import api_view
-from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -138,8 +137,7 @@ def diversity_detail(request: Request) -> Response:
             raise Conflict(f"The report is being computed already (job {exc.job.pk}).") from exc
         return Response({"job": job.pk, "status": job.status}, status=202)
     query = DiversityQuerySerializer(data=request.query_params)
-    if not query.is_valid():
-        raise ValidationError(query.errors)
+    query.is_valid(raise_exception=True)
     report = diversity_jobs.with_times(query.validated_data["scope"], diversity_jobs.stored())
     if report is None:
         raise NotFound(NOT_COMPUTED)
