@@ -234,12 +234,15 @@ class Export:
         return round(100 * progress["done"] / progress["total"])
 
 
-def exports(limit: int = 20) -> list[Export]:
-    """The newest exports, newest first. Two queries."""
-    found = list(Job.objects.filter(kind=EXPORT).select_related("launched_by")[:limit])
+def exports(limit: int = 20, job_id: int | None = None) -> list[Export]:
+    """The newest exports, newest first (or the one numbered `job_id`). Two queries."""
+    found = Job.objects.filter(kind=EXPORT).select_related("launched_by")
+    if job_id is not None:
+        found = found.filter(pk=job_id)
+    found = list(found[:limit])
     items = {
-        job_id: (status, result, error)
-        for job_id, status, result, error in JobItem.objects.filter(
+        pk: (status, result, error)
+        for pk, status, result, error in JobItem.objects.filter(
             job__in=[job.pk for job in found]
         ).values_list("job_id", "status", "result", "last_error")
     }
@@ -251,12 +254,8 @@ def exports(limit: int = 20) -> list[Export]:
 
 
 def one(job_id: int) -> Export | None:
-    job = Job.objects.filter(kind=EXPORT, pk=job_id).select_related("launched_by").first()
-    if job is None:
-        return None
-    item = JobItem.objects.filter(job=job).values_list("status", "result", "last_error").first()
-    status, result, error = item or (None, None, "")
-    return Export(job, result if status == ItemStatus.DONE else None, error or "")
+    found = exports(job_id=job_id)
+    return found[0] if found else None
 
 
 def prune(keep: int | None = None) -> list[Path]:
