@@ -267,3 +267,14 @@ def test_the_page_queries_do_not_grow_with_the_exports(run_here, client, benchma
     assert count() == one
     # session and user, roles, the exports with who started them, their items, the releases
     assert one == 6
+
+    # The API (the asker authenticated already): the list and each export, two queries each
+    # (the exports with who started them, their items), whatever the number of exports.
+    client = api(root)
+    jobs = list(Job.objects.values_list("pk", flat=True))
+    for url in [reverse("api_benchmark_exports")] + [
+        reverse("api_benchmark_export", args=[pk]) for pk in jobs
+    ]:
+        with CaptureQueriesContext(transaction.get_connection()) as captured:
+            assert client.get(url).status_code == 200
+        assert len(captured) == 2, (url, [q["sql"] for q in captured])
