@@ -31,7 +31,8 @@ docs: site/index.html
 run: $(BIN)/.runtime site/index.html
 	$(BIN)/python -m gamut_site.devrun
 
-# Tests marked slow (six fault tests that wait on real servers, 8 s to 80 s each) run in
+# Tests marked slow (six fault tests that wait on real servers, 8 s to 80 s each, and the 30 s
+# accessibility scan of every page for every role) run in
 # .ci/run's PostgreSQL pass, not here: `make test` stays under ten minutes on two cores.
 test: $(BIN)/.dev site/index.html
 	$(BIN)/python -m pytest -q -m "not slow"

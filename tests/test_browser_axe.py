@@ -80,6 +80,7 @@ def demo_pages() -> list[str]:
     return pages
 
 
+@pytest.mark.slow  # about 30 s, the longest of make test: it leaves it to CI's PostgreSQL pass
 def test_axe_finds_no_serious_violation_on_any_page_for_any_role(browser, live_server, capsys):
     from django.contrib.auth.models import User
     from django.core.management import call_command
